@@ -1,0 +1,307 @@
+"""Snapshot producers and the commit loop (spec/commits.md, COMMIT-1..COMMIT-12).
+
+A :class:`SnapshotProducer` turns a change of the file set (files added, files
+removed) into metadata updates against any base: it writes the manifests and the
+manifest list of one attempt, and validates the change against what was
+committed since the change was planned (COMMIT-7). :func:`commit_table` runs the
+protocol: build against the base, write the metadata file, swap the catalog
+pointer, and on a lost race re-read the base and build again.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from lakefmt.errors import CommitConflictError, CommitError, CommitStateUnknownError
+from lakefmt.evaluators import MetricsEvaluator, PartitionEvaluator
+from lakefmt.expressions import BoundExpression
+from lakefmt.io import FileIO
+from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
+from lakefmt.manifest_cache import read_entries
+from lakefmt.manifest_io import decode_bound, read_manifest_list, write_manifest, write_manifest_list
+from lakefmt.metadata import Operation, Snapshot, TableMetadata, read_metadata
+from lakefmt.properties import (
+    COMMIT_MAX_WAIT_MS, COMMIT_MIN_WAIT_MS, COMMIT_RETRIES, METADATA_PREVIOUS_MAX, int_property,
+)
+from lakefmt.updates import AddSnapshot, Requirement, SetCurrentSnapshot, Update, apply_updates
+
+if TYPE_CHECKING:
+    from lakefmt.catalog import Catalog
+
+Build = Callable[[TableMetadata], tuple[list[Update], list[str]]]
+
+
+def new_snapshot_id() -> int:
+    """A random positive 63-bit id (SNAP-2)."""
+    return uuid.uuid4().int & ((1 << 63) - 1) or 1
+
+
+@dataclass
+class FileChange:
+    """A change of the live file set, and how to validate it against concurrent commits."""
+
+    operation: Operation
+    added: list[DataFile] = field(default_factory=list)
+    removed: list[DataFile] = field(default_factory=list)
+    planned_snapshot_id: int | None = None
+    conflict_filter: BoundExpression | None = None
+    summary: dict[str, str] = field(default_factory=dict)
+    requirements: list[Requirement] = field(default_factory=list)
+
+
+class SnapshotProducer:
+    """Builds one new snapshot for a :class:`FileChange` on whatever base is current (COMMIT-3..6)."""
+
+    def __init__(self, io: FileIO, location: str, change: FileChange) -> None:
+        self.io = io
+        self.location = location
+        self.change = change
+        self.snapshot_id = new_snapshot_id()
+        self._added_manifest: ManifestFile | None = None
+
+    def _abs(self, rel: str) -> str:
+        return f"{self.location}/{rel}"
+
+    def build(self, base: TableMetadata) -> tuple[list[Update], list[str]]:
+        """Updates that apply the change to ``base``, and the files this attempt wrote."""
+        for requirement in self.change.requirements:
+            requirement.check(base)
+        while any(s.snapshot_id == self.snapshot_id for s in base.snapshots):
+            self.snapshot_id = new_snapshot_id()
+        self._validate_concurrent_additions(base)
+        sequence = base.last_sequence_number + 1
+        written: list[str] = []
+        manifests: list[ManifestFile] = []
+        if self.change.added:
+            manifests.append(replace(self._write_added_manifest(base), added_snapshot_id=self.snapshot_id,
+                                     sequence_number=sequence))
+        current = base.current_snapshot
+        base_manifests = read_manifest_list(self.io, self._abs(current.manifest_list)) if current else []
+        # A manifest left with no live entries by an earlier snapshot is dropped (ML-6).
+        base_manifests = [m for m in base_manifests if m.live_files_count > 0]
+        if self.change.removed:
+            rewritten, new_files = self._remove_files(base, base_manifests, sequence)
+            manifests += rewritten
+            written += new_files
+        else:
+            manifests += base_manifests
+        list_rel = f"metadata/snap-{self.snapshot_id}-{uuid.uuid4().hex}.manifest-list.parquet"
+        write_manifest_list(self.io, self._abs(list_rel), manifests)
+        written.append(self._abs(list_rel))
+        snapshot = Snapshot(
+            snapshot_id=self.snapshot_id,
+            parent_snapshot_id=base.current_snapshot_id,
+            sequence_number=sequence,
+            timestamp_ms=max(int(time.time() * 1000), base.last_updated_ms),
+            operation=self.change.operation,
+            manifest_list=list_rel,
+            schema_id=base.current_schema_id,
+            summary=self._summary(current),
+        )
+        return [AddSnapshot(snapshot), SetCurrentSnapshot(self.snapshot_id)], written
+
+    def cleanup(self) -> None:
+        """Delete the manifest written for added files (the commit did not happen)."""
+        if self._added_manifest is not None:
+            self.io.delete(self._abs(self._added_manifest.path))
+            self._added_manifest = None
+
+    # -- pieces ----------------------------------------------------------------
+    def _write_added_manifest(self, base: TableMetadata) -> ManifestFile:
+        """Written once and reused by every retry: its entries inherit ids (MAN-5, COMMIT-8)."""
+        if self._added_manifest is None:
+            rel = f"metadata/m-{uuid.uuid4().hex}.manifest.parquet"
+            spec = base.spec_by_id(self.change.added[0].spec_id)
+            entries = [ManifestEntry(EntryStatus.ADDED, f) for f in self.change.added]
+            self._added_manifest = write_manifest(self.io, self._abs(rel), rel, entries, spec, base.schema,
+                                                  snapshot_id=self.snapshot_id, sequence_number=0)
+        return self._added_manifest
+
+    def _remove_files(self, base: TableMetadata, manifests: list[ManifestFile], sequence: int
+                      ) -> tuple[list[ManifestFile], list[str]]:
+        """Rewrite the manifests holding removed files; removed files must still be live (COMMIT-9)."""
+        to_remove = {f.path for f in self.change.removed}
+        candidates = [m for m in manifests if _may_hold(m, self.change.removed, base)]
+        entries_by_manifest = dict(zip(
+            [m.path for m in candidates],
+            _read_many(self.io, self.location, candidates, base)))
+        found: set[str] = set()
+        out: list[ManifestFile] = []
+        written: list[str] = []
+        for m in manifests:
+            entries = entries_by_manifest.get(m.path)
+            if entries is None or not any(e.is_live and e.data_file.path in to_remove for e in entries):
+                out.append(m)
+                continue
+            new_entries = []
+            for e in entries:
+                if not e.is_live:
+                    continue
+                if e.data_file.path in to_remove:
+                    found.add(e.data_file.path)
+                    new_entries.append(replace(e, status=EntryStatus.DELETED, snapshot_id=self.snapshot_id))
+                else:
+                    new_entries.append(replace(e, status=EntryStatus.EXISTING))
+            rel = f"metadata/m-{uuid.uuid4().hex}.manifest.parquet"
+            spec = base.spec_by_id(m.spec_id)
+            out.append(write_manifest(self.io, self._abs(rel), rel, new_entries, spec, base.schema,
+                                      snapshot_id=self.snapshot_id, sequence_number=sequence))
+            written.append(self._abs(rel))
+        missing = to_remove - found
+        if missing:
+            self.io.delete_many(written)
+            raise CommitConflictError(
+                f"{len(missing)} file(s) this {self.change.operation} removes are no longer in the table "
+                f"(removed by a concurrent commit), e.g. {sorted(missing)[0]}", missing_files=missing)
+        return out, written
+
+    def _validate_concurrent_additions(self, base: TableMetadata) -> None:
+        """Overwrite/delete: no file added since planning may match the filter (COMMIT-10)."""
+        planned = self.change.planned_snapshot_id
+        if self.change.conflict_filter is None or base.current_snapshot_id == planned:
+            return
+        newer: list[Snapshot] = []
+        for snap in base.ancestors(base.current_snapshot_id):
+            if snap.snapshot_id == planned:
+                break
+            newer.append(snap)
+        else:
+            if planned is not None:
+                raise CommitConflictError(f"snapshot {planned} this {self.change.operation} was planned on "
+                                          "is no longer an ancestor of the current snapshot")
+        schema = base.schema
+        metrics = MetricsEvaluator(self.change.conflict_filter, schema)
+        for snap in newer:
+            manifests = [m for m in read_manifest_list(self.io, self._abs(snap.manifest_list))
+                         if m.added_snapshot_id == snap.snapshot_id and m.added_files_count > 0]
+            for m, entries in zip(manifests, _read_many(self.io, self.location, manifests, base)):
+                partitions = PartitionEvaluator(self.change.conflict_filter, base.spec_by_id(m.spec_id), schema)
+                for e in entries:
+                    if (e.status == EntryStatus.ADDED and e.snapshot_id == snap.snapshot_id
+                            and partitions.might_match(e.data_file.partition) and metrics.might_match(e.data_file)):
+                        raise CommitConflictError(
+                            f"a concurrent {snap.operation} (snapshot {snap.snapshot_id}) added "
+                            f"{e.data_file.path}, which may hold rows matching this "
+                            f"{self.change.operation}'s filter")
+
+    def _summary(self, current: Snapshot | None) -> dict[str, str]:
+        """Summary counts (SNAP-5)."""
+        added, removed = self.change.added, self.change.removed
+        prev = current.summary if current else {}
+        totals = {k: int(prev.get(k, "0")) for k in ("total-data-files", "total-records", "total-files-size")}
+        summary = {
+            "added-data-files": str(len(added)),
+            "deleted-data-files": str(len(removed)),
+            "added-records": str(sum(f.record_count for f in added)),
+            "deleted-records": str(sum(f.record_count for f in removed)),
+            "added-files-size": str(sum(f.file_size_bytes for f in added)),
+            "removed-files-size": str(sum(f.file_size_bytes for f in removed)),
+            "total-data-files": str(totals["total-data-files"] + len(added) - len(removed)),
+            "total-records": str(totals["total-records"] + sum(f.record_count for f in added)
+                                 - sum(f.record_count for f in removed)),
+            "total-files-size": str(totals["total-files-size"] + sum(f.file_size_bytes for f in added)
+                                    - sum(f.file_size_bytes for f in removed)),
+        }
+        summary.update(self.change.summary)
+        return summary
+
+
+def _may_hold(manifest: ManifestFile, files: list[DataFile], base: TableMetadata) -> bool:
+    """Whether the manifest's partition summaries admit any of ``files`` (cheap pre-filter)."""
+    if manifest.live_files_count == 0:
+        return False
+    types = [t for _, t in base.spec_by_id(manifest.spec_id).partition_type(base.schema)]
+    bounds = [(s.contains_null, decode_bound(t, s.lower_bound), decode_bound(t, s.upper_bound))
+              for s, t in zip(manifest.partitions, types)]
+    for f in files:
+        if f.spec_id != manifest.spec_id:
+            continue
+        if len(bounds) != len(f.partition) or all(
+                (has_null if v is None else (low is None or low <= v) and (high is None or v <= high))
+                for v, (has_null, low, high) in zip(f.partition, bounds)):
+            return True
+    return False
+
+
+def _read_many(io: FileIO, location: str, manifests: list[ManifestFile], base: TableMetadata
+               ) -> list[list[ManifestEntry]]:
+    def read(m: ManifestFile) -> list[ManifestEntry]:
+        return read_entries(io, f"{location}/{m.path}", m, base.spec_by_id(m.spec_id), base.schema)
+
+    if len(manifests) <= 1:
+        return [read(m) for m in manifests]
+    with ThreadPoolExecutor(max_workers=min(8, len(manifests))) as pool:
+        return list(pool.map(read, manifests))
+
+
+def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[TableMetadata, str],
+                 build: Build, *, operation: str, snapshot_id: int | None = None,
+                 summary: dict[str, Any] | None = None) -> tuple[TableMetadata, str]:
+    """Run the commit protocol (COMMIT-1..6) and return the new metadata and its location.
+
+    ``build`` is called with a base and returns the updates and the files it wrote
+    for that attempt. A first attempt is built against ``cached`` outside the
+    catalog lock; inside the lock the pointer is checked, and if another writer
+    moved it, the change is rebuilt on the new base before the swap.
+    """
+    namespace, name = identifier
+    io = catalog.io
+    cached_meta, cached_location = cached
+    props = cached_meta.properties
+    retries = int_property(props, COMMIT_RETRIES)
+    wait_ms = int_property(props, COMMIT_MIN_WAIT_MS)
+    max_wait_ms = int_property(props, COMMIT_MAX_WAIT_MS)
+    prepared: tuple[str, list[Update], list[str]] | None = None
+    try:
+        updates, files = build(cached_meta)
+        prepared = (cached_location, updates, files)
+    except CommitConflictError:
+        prepared = None  # maybe stale: decide against the current base under the lock
+    for _attempt in range(retries + 1):
+        attempt_files: list[str] = []
+        with catalog.session() as session:
+            current = session.current_location(namespace, name)
+            try:
+                if prepared is not None and prepared[0] == current:
+                    base = cached_meta
+                    updates, attempt_files = prepared[1], prepared[2]
+                else:
+                    if prepared is not None:
+                        io.delete_many(prepared[2])
+                    base = cached_meta if current == cached_location else read_metadata(io, current)
+                    updates, attempt_files = build(base)
+                prepared = None
+                new_meta = apply_updates(base, updates, timestamp_ms=int(time.time() * 1000),
+                                         previous_location=current,
+                                         metadata_log_max=int_property(base.properties, METADATA_PREVIOUS_MAX))
+                new_location = f"{base.location}/metadata/v{_version(current) + 1:06d}-{uuid.uuid4()}.metadata.json"
+                io.write_bytes(new_location, new_meta.dumps().encode())
+                attempt_files.append(new_location)
+            except BaseException:
+                io.delete_many(attempt_files)
+                raise
+            try:
+                swapped = session.compare_and_swap(namespace, name, current, new_location, operation=operation,
+                                                   snapshot_id=snapshot_id, summary=summary or {})
+            except Exception as exc:  # the outcome of the swap is unknown: keep every file (COMMIT-11)
+                raise CommitStateUnknownError(f"catalog swap for {namespace}.{name} failed: {exc}") from exc
+            if swapped:
+                return new_meta, new_location
+        io.delete_many(attempt_files)  # a writer outside the catalog lock moved the pointer
+        time.sleep(min(wait_ms, max_wait_ms) / 1000 * (0.5 + random.random()))
+        wait_ms = max(1, wait_ms * 2)
+    raise CommitError(f"commit to {namespace}.{name} lost the race {retries + 1} times; giving up")
+
+
+def _version(metadata_location: str) -> int:
+    name = metadata_location.rsplit("/", 1)[-1]
+    try:
+        return int(name.split("-", 1)[0].lstrip("v"))
+    except ValueError:
+        return 0

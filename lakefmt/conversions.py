@@ -1,0 +1,184 @@
+"""Physical values and the binary serialization of bounds (spec/types.md §Bounds).
+
+Inside lakefmt, a single value of a column (a literal in a filter, a partition
+value, a lower or upper bound) is held in its *physical* Python form:
+
+==============  =========================================================
+type            physical Python value
+==============  =========================================================
+boolean         ``bool``
+int, long       ``int``
+float, double   ``float``
+decimal(P,S)    ``decimal.Decimal`` with exponent ``-S``
+date            ``int`` days since 1970-01-01
+time            ``int`` microseconds since midnight
+timestamp(tz)   ``int`` microseconds since 1970-01-01T00:00:00 (UTC for tz)
+string          ``str``
+binary          ``bytes``
+==============  =========================================================
+
+Bounds in manifests are stored as bytes (TYPE-6): little-endian for fixed-width
+numbers, UTF-8 for strings, two's-complement big-endian unscaled integers for
+decimals. String and binary bounds are truncated to 16 characters/bytes (TYPE-7).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import struct
+from typing import Any
+
+from lakefmt.types import LakeType
+
+EPOCH_DATE = dt.date(1970, 1, 1)
+EPOCH_NAIVE = dt.datetime(1970, 1, 1)
+EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+BOUND_TRUNCATE_LENGTH = 16
+_US = dt.timedelta(microseconds=1)
+
+
+def to_physical(ltype: LakeType, value: Any) -> Any:
+    """Convert a Python value read from Arrow (``as_py()``) to its physical form."""
+    if value is None:
+        return None
+    name = ltype.name
+    if name == "date":
+        if isinstance(value, dt.datetime):
+            value = value.date()
+        if isinstance(value, dt.date):
+            return (value - EPOCH_DATE).days
+        return int(value)
+    if name == "time":
+        if isinstance(value, dt.time):
+            return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+        return int(value)
+    if name in ("timestamp", "timestamptz"):
+        if isinstance(value, dt.datetime):
+            if value.tzinfo is None:
+                return (value - EPOCH_NAIVE) // _US
+            return (value - EPOCH_UTC) // _US
+        if hasattr(value, "value") and hasattr(value, "tz_localize"):  # pandas Timestamp
+            return int(value.value) // 1000
+        return int(value)
+    if name == "decimal":
+        return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-(ltype.scale or 0)))
+    if name in ("int", "long"):
+        return int(value)
+    if name in ("float", "double"):
+        return float(value)
+    if name == "boolean":
+        return bool(value)
+    if name == "string":
+        return str(value)
+    if name == "binary":
+        return bytes(value)
+    raise ValueError(f"no physical form for {ltype}")
+
+
+def to_python(ltype: LakeType, value: Any) -> Any:
+    """The friendly Python form of a physical value (dates as ``date`` and so on)."""
+    if value is None:
+        return None
+    if ltype.name == "date":
+        return EPOCH_DATE + dt.timedelta(days=value)
+    if ltype.name == "timestamp":
+        return EPOCH_NAIVE + value * _US
+    if ltype.name == "timestamptz":
+        return EPOCH_UTC + value * _US
+    if ltype.name == "time":
+        seconds, micros = divmod(value, 1_000_000)
+        minutes, sec = divmod(seconds, 60)
+        hours, minute = divmod(minutes, 60)
+        return dt.time(hours, minute, sec, micros)
+    return value
+
+
+def to_bytes(ltype: LakeType, value: Any) -> bytes:
+    """Serialize a physical value as a bound (TYPE-6)."""
+    name = ltype.name
+    if name == "boolean":
+        return b"\x01" if value else b"\x00"
+    if name in ("int", "date"):
+        return struct.pack("<i", value)
+    if name in ("long", "time", "timestamp", "timestamptz"):
+        return struct.pack("<q", value)
+    if name == "float":
+        return struct.pack("<f", value)
+    if name == "double":
+        return struct.pack("<d", value)
+    if name == "string":
+        return value.encode("utf-8")
+    if name == "binary":
+        return bytes(value)
+    if name == "decimal":
+        unscaled = int(value.scaleb(ltype.scale or 0).to_integral_value())
+        return _int_to_min_bytes(unscaled)
+    raise ValueError(f"cannot serialize bounds of type {ltype}")
+
+
+def from_bytes(ltype: LakeType, data: bytes) -> Any:
+    """Deserialize a bound to its physical value (TYPE-6)."""
+    name = ltype.name
+    if name == "boolean":
+        return data != b"\x00"
+    if name in ("int", "date"):
+        return struct.unpack("<i", data)[0]
+    if name in ("long", "time", "timestamp", "timestamptz"):
+        return struct.unpack("<q", data)[0]
+    if name == "float":
+        return struct.unpack("<f", data)[0]
+    if name == "double":
+        return struct.unpack("<d", data)[0]
+    if name == "string":
+        return data.decode("utf-8")
+    if name == "binary":
+        return bytes(data)
+    if name == "decimal":
+        unscaled = int.from_bytes(data, "big", signed=True)
+        return decimal.Decimal(unscaled).scaleb(-(ltype.scale or 0))
+    raise ValueError(f"cannot deserialize bounds of type {ltype}")
+
+
+def _int_to_min_bytes(value: int) -> bytes:
+    length = max(1, (value + (value < 0)).bit_length() // 8 + 1)
+    return value.to_bytes(length, "big", signed=True)
+
+
+def truncate_lower(ltype: LakeType, value: Any) -> Any:
+    """A lower bound no larger than ``value``, at most 16 characters/bytes long (TYPE-7)."""
+    if ltype.name in ("string", "binary"):
+        return value[:BOUND_TRUNCATE_LENGTH]
+    return value
+
+
+def truncate_upper(ltype: LakeType, value: Any) -> Any | None:
+    """An upper bound no smaller than ``value``, at most 16 characters/bytes long (TYPE-7).
+
+    The prefix is kept and its last character (byte) incremented; when no character
+    can be incremented the bound is omitted (``None``).
+    """
+    if ltype.name == "string":
+        if len(value) <= BOUND_TRUNCATE_LENGTH:
+            return value
+        chars = list(value[:BOUND_TRUNCATE_LENGTH])
+        while chars:
+            code = ord(chars[-1]) + 1
+            if code == 0xD800:  # skip the surrogate block, which UTF-8 cannot encode
+                code = 0xE000
+            if code <= 0x10FFFF:
+                chars[-1] = chr(code)
+                return "".join(chars)
+            chars.pop()
+        return None
+    if ltype.name == "binary":
+        if len(value) <= BOUND_TRUNCATE_LENGTH:
+            return bytes(value)
+        data = bytearray(value[:BOUND_TRUNCATE_LENGTH])
+        while data:
+            if data[-1] < 0xFF:
+                data[-1] += 1
+                return bytes(data)
+            data.pop()
+        return None
+    return value

@@ -1,0 +1,429 @@
+"""Evaluating bound filters: pruning with partitions and statistics, and row filters (spec/expressions.md).
+
+* EXPR-6  NOT is pushed onto the leaves first (De Morgan; ``NOT x < 5`` -> ``x >= 5``,
+  ``NOT x IS NULL`` -> ``x IS NOT NULL``, IN <-> NOT IN, starts_with <-> not_starts_with).
+* EXPR-7  Inclusive projection onto partition fields: the projected predicate holds for every
+  partition that may contain a matching row (identity: same predicate; order-preserving
+  transforms: bounds; bucket: = and IN only; else TRUE).
+* EXPR-8  Inclusive pruning: ``PartitionEvaluator`` (partition tuples), ``ManifestEvaluator``
+  (manifest partition summaries), ``MetricsEvaluator`` (file column statistics) never reject a
+  partition, manifest or file that holds a matching row. Missing statistics never prune.
+  Float/double bounds exclude NaN: ordering comparisons may prune on them, but ``!=``,
+  ``NOT IN`` and ``not_starts_with`` never do.
+* EXPR-9  Strict evaluation: ``StrictMetricsEvaluator.must_match`` is True only if every row of
+  the file satisfies the filter (identity partition values decide exactly).
+* EXPR-10 Row filters: ``to_arrow_expression`` selects exactly the rows where the filter is TRUE
+  (EXPR-5); a column missing from a file reads as all null.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.conversions import from_bytes
+from lakefmt.errors import FilterError, ValidationError
+from lakefmt.expressions import (
+    ALWAYS_FALSE, ALWAYS_TRUE, NEGATED_OP, AlwaysFalse, AlwaysTrue, And, BoundPredicate, Expression,
+    Not, Or, Predicate, and_, bind, or_,
+)
+from lakefmt.manifest import DataFile, ManifestFile
+from lakefmt.partitioning import PartitionField, PartitionSpec
+from lakefmt.schema import Schema
+from lakefmt.types import LakeType
+
+_FLOATS = frozenset({"float", "double"})
+_INTEGRAL_RANGE = {"int": (-2**31, 2**31 - 1), "date": (-2**31, 2**31 - 1),
+                   "long": (-2**63, 2**63 - 1), "timestamp": (-2**63, 2**63 - 1),
+                   "timestamptz": (-2**63, 2**63 - 1)}
+
+
+# -- NOT push-down (EXPR-6) ---------------------------------------------------------------------
+
+def rewrite_not(expr: Expression) -> Expression:
+    """An equivalent expression without Not nodes (EXPR-6)."""
+    if isinstance(expr, Not):
+        return _negate(expr.child)
+    if isinstance(expr, And):
+        return and_(rewrite_not(expr.left), rewrite_not(expr.right))
+    if isinstance(expr, Or):
+        return or_(rewrite_not(expr.left), rewrite_not(expr.right))
+    return expr
+
+
+def _negate(expr: Expression) -> Expression:
+    if isinstance(expr, AlwaysTrue):
+        return ALWAYS_FALSE
+    if isinstance(expr, AlwaysFalse):
+        return ALWAYS_TRUE
+    if isinstance(expr, Not):
+        return rewrite_not(expr.child)
+    if isinstance(expr, And):
+        return or_(_negate(expr.left), _negate(expr.right))
+    if isinstance(expr, Or):
+        return and_(_negate(expr.left), _negate(expr.right))
+    if isinstance(expr, (BoundPredicate, Predicate)):
+        return replace(expr, op=NEGATED_OP[expr.op])
+    raise FilterError(f"cannot negate {expr!r}")
+
+
+def _prepare(expr: Expression | str | None, schema: Schema) -> Expression:
+    return rewrite_not(bind(expr, schema))
+
+
+def _require_bound(expr: Expression) -> Expression:
+    expr = rewrite_not(expr)
+    if isinstance(expr, Predicate):
+        raise FilterError(f"predicate {expr} is not bound; call lakefmt.expressions.bind first")
+    if isinstance(expr, (And, Or)):
+        _require_bound(expr.left)
+        _require_bound(expr.right)
+    return expr
+
+
+# -- exact evaluation on concrete values ----------------------------------------------------------
+
+def eval_leaf(op: str, value: Any, literals: tuple[Any, ...]) -> bool:
+    """Whether one physical value satisfies a leaf (EXPR-5: NULL satisfies only IS NULL)."""
+    if op == "is_null":
+        return value is None
+    if op == "not_null":
+        return value is not None
+    if value is None:
+        return False
+    if op == "in":
+        return any(value == v for v in literals)
+    if op == "not_in":
+        return not any(value == v for v in literals)
+    lit = literals[0]
+    if op == "eq":
+        return bool(value == lit)
+    if op == "ne":
+        return bool(value != lit)
+    if op == "lt":
+        return bool(value < lit)
+    if op == "le":
+        return bool(value <= lit)
+    if op == "gt":
+        return bool(value > lit)
+    if op == "ge":
+        return bool(value >= lit)
+    if op == "starts_with":
+        return bool(value.startswith(lit))
+    return not value.startswith(lit)
+
+
+def _evaluate(expr: Expression, leaf: Callable[[BoundPredicate], bool]) -> bool:
+    if isinstance(expr, AlwaysTrue):
+        return True
+    if isinstance(expr, AlwaysFalse):
+        return False
+    if isinstance(expr, And):
+        return _evaluate(expr.left, leaf) and _evaluate(expr.right, leaf)
+    if isinstance(expr, Or):
+        return _evaluate(expr.left, leaf) or _evaluate(expr.right, leaf)
+    if isinstance(expr, BoundPredicate):
+        return leaf(expr)
+    raise FilterError(f"cannot evaluate {expr!r}; bind it first")
+
+
+# -- inclusive projection (EXPR-7) -----------------------------------------------------------------
+
+def project_inclusive(expr: Expression | str | None, spec: PartitionSpec, schema: Schema) -> Expression:
+    """A predicate over partition fields, true for every partition that may hold a matching row.
+
+    Leaves of the result are BoundPredicates whose ``field_id`` is the partition field id and whose
+    ``type`` is the partition result type; literals are transformed physical values.
+    """
+    bound = _prepare(expr, schema)
+    result_types = dict(zip((pf.field_id for pf in spec.fields),
+                            (t for _, t in spec.partition_type(schema))))
+
+    def project(e: Expression) -> Expression:
+        if isinstance(e, And):
+            return and_(project(e.left), project(e.right))
+        if isinstance(e, Or):
+            return or_(project(e.left), project(e.right))
+        if isinstance(e, BoundPredicate):
+            parts = [_project_leaf(e, pf, result_types[pf.field_id])
+                     for pf in spec.fields if pf.source_id == e.field_id]
+            return and_(*parts)
+        return e
+
+    return project(bound)
+
+
+def _project_leaf(pred: BoundPredicate, pf: PartitionField, rtype: LakeType) -> Expression:
+    transform, src, op = pf.transform, pred.type, pred.op
+
+    def make(new_op: str, literals: tuple[Any, ...] = ()) -> Expression:
+        return BoundPredicate(new_op, pf.field_id, pf.name, rtype, literals)
+
+    if op in ("is_null", "not_null"):
+        return make(op)
+    if transform.name == "identity":
+        return make(op, pred.literals)
+    try:
+        if op in ("eq", "in"):
+            values = tuple(sorted({transform.apply_value(v, src) for v in pred.literals}))
+            return make("eq" if len(values) == 1 else "in", values)
+        if transform.name == "bucket" or op in ("ne", "not_in"):
+            return ALWAYS_TRUE
+        if op in ("starts_with", "not_starts_with"):
+            if transform.name != "truncate" or src.name not in ("string", "binary"):
+                return ALWAYS_TRUE
+            prefix, width = pred.literal, transform.param or 0
+            if op == "starts_with":
+                return make("eq", (prefix[:width],)) if len(prefix) >= width else make(op, (prefix,))
+            return make(op, (prefix,)) if len(prefix) <= width else ALWAYS_TRUE
+        value = pred.literal
+        limits = _INTEGRAL_RANGE.get(src.name)
+        if op == "lt" and limits and value - 1 >= limits[0]:
+            return make("le", (transform.apply_value(value - 1, src),))
+        if op == "gt" and limits and value + 1 <= limits[1]:
+            return make("ge", (transform.apply_value(value + 1, src),))
+        new_op = "le" if op in ("lt", "le") else "ge"
+        return make(new_op, (transform.apply_value(value, src),))
+    except (ValidationError, OverflowError):
+        return ALWAYS_TRUE
+
+
+class PartitionEvaluator:
+    """Whether a partition (tuple of physical values, spec order) may hold matching rows (EXPR-8)."""
+
+    def __init__(self, expr: Expression | str | None, spec: PartitionSpec, schema: Schema) -> None:
+        self.spec = spec
+        self.projected = project_inclusive(expr, spec, schema)
+        self._index = {pf.field_id: i for i, pf in enumerate(spec.fields)}
+
+    def might_match(self, partition: tuple[Any, ...]) -> bool:
+        if len(partition) != len(self.spec.fields):
+            raise ValidationError(f"partition {partition!r} does not match spec {self.spec.spec_id} "
+                                  f"with {len(self.spec.fields)} fields")
+        return _evaluate(self.projected,
+                         lambda p: eval_leaf(p.op, partition[self._index[p.field_id]], p.literals))
+
+
+# -- inclusive pruning on bounds (EXPR-8) ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Stats:
+    lower: Any
+    upper: Any
+    may_have_nulls: bool
+    all_null: bool
+
+
+def decode_bound(ltype: LakeType, data: bytes | None) -> Any:
+    """A bound's physical value, tolerating promoted types; None if absent, unreadable or NaN."""
+    if data is None:
+        return None
+    try:
+        if ltype.name == "long" and len(data) == 4:
+            value = struct.unpack("<i", data)[0]
+        elif ltype.name == "double" and len(data) == 4:
+            value = struct.unpack("<f", data)[0]
+        else:
+            value = from_bytes(ltype, data)
+    except (struct.error, UnicodeDecodeError, ValueError, ArithmeticError):
+        return None
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _might_match(pred: BoundPredicate, st: _Stats) -> bool:
+    op, lits = pred.op, pred.literals
+    if op == "is_null":
+        return st.may_have_nulls
+    if st.all_null:
+        return False
+    if op == "not_null":
+        return True
+    lo, hi = st.lower, st.upper
+    if op in ("ne", "not_in", "not_starts_with"):
+        if lo is None or hi is None or pred.type.name in _FLOATS:
+            return True
+        if op == "ne":
+            return not lo == hi == lits[0]
+        if op == "not_in":
+            return not (lo == hi and any(lo == v for v in lits))
+        return not (lo.startswith(lits[0]) and hi.startswith(lits[0]))
+    if op == "starts_with":
+        prefix = lits[0]
+        n = len(prefix)
+        return (lo is None or lo[:n] <= prefix) and (hi is None or hi[:n] >= prefix)
+    if op in ("eq", "in"):
+        return any((lo is None or lo <= v) and (hi is None or hi >= v) for v in lits)
+    v = lits[0]
+    if op == "lt":
+        return lo is None or lo < v
+    if op == "le":
+        return lo is None or lo <= v
+    if op == "gt":
+        return hi is None or hi > v
+    return hi is None or hi >= v  # ge
+
+
+class ManifestEvaluator:
+    """Whether a manifest may list files with matching rows, from its partition summaries (EXPR-8)."""
+
+    def __init__(self, expr: Expression | str | None, spec: PartitionSpec, schema: Schema) -> None:
+        self.spec = spec
+        self.projected = project_inclusive(expr, spec, schema)
+        types = [t for _, t in spec.partition_type(schema)]
+        self._index = {pf.field_id: (i, types[i]) for i, pf in enumerate(spec.fields)}
+
+    def might_match(self, manifest: ManifestFile) -> bool:
+        if manifest.spec_id != self.spec.spec_id or len(manifest.partitions) != len(self.spec.fields):
+            return True
+
+        def leaf(pred: BoundPredicate) -> bool:
+            i, rtype = self._index[pred.field_id]
+            summary = manifest.partitions[i]
+            stats = _Stats(decode_bound(rtype, summary.lower_bound),
+                           decode_bound(rtype, summary.upper_bound),
+                           may_have_nulls=bool(summary.contains_null), all_null=False)
+            return _might_match(pred, stats)
+
+        return _evaluate(self.projected, leaf)
+
+
+def _file_stats(f: DataFile, pred: BoundPredicate) -> tuple[int | None, int | None, Any, Any]:
+    fid = pred.field_id
+    return (f.value_counts.get(fid), f.null_value_counts.get(fid),
+            decode_bound(pred.type, f.lower_bounds.get(fid)),
+            decode_bound(pred.type, f.upper_bounds.get(fid)))
+
+
+class MetricsEvaluator:
+    """Whether a data file may hold matching rows, from its column statistics (EXPR-8)."""
+
+    def __init__(self, expr: Expression | str | None, schema: Schema) -> None:
+        self.expr = _prepare(expr, schema)
+
+    def might_match(self, f: DataFile) -> bool:
+        if f.record_count == 0:
+            return False
+
+        def leaf(pred: BoundPredicate) -> bool:
+            values, nulls, lo, hi = _file_stats(f, pred)
+            all_null = nulls is not None and (nulls == values or nulls == f.record_count)
+            return _might_match(pred, _Stats(lo, hi, nulls is None or nulls > 0, all_null))
+
+        return _evaluate(self.expr, leaf)
+
+
+# -- strict evaluation (EXPR-9) --------------------------------------------------------------------
+
+def _must_match(pred: BoundPredicate, f: DataFile) -> bool:
+    op, lits = pred.op, pred.literals
+    values, nulls, lo, hi = _file_stats(f, pred)
+    if op == "is_null":
+        return nulls is not None and (nulls == values or nulls == f.record_count)
+    if op == "not_null":
+        return nulls == 0
+    if pred.type.name in _FLOATS or nulls != 0 or lo is None or hi is None:
+        return False
+    if op == "starts_with":
+        return lo.startswith(lits[0]) and hi.startswith(lits[0])
+    if op == "not_starts_with":
+        n = len(lits[0])
+        return lo[:n] > lits[0] or hi[:n] < lits[0]
+    if op == "in":
+        return lo == hi and any(lo == v for v in lits)
+    if op == "not_in":
+        return all(v < lo or v > hi for v in lits)
+    v = lits[0]
+    if op == "eq":
+        return lo == hi == v
+    if op == "ne":
+        return v < lo or v > hi
+    if op == "lt":
+        return hi < v
+    if op == "le":
+        return hi <= v
+    if op == "gt":
+        return lo > v
+    return lo >= v  # ge
+
+
+class StrictMetricsEvaluator:
+    """Whether every row of a data file satisfies the filter (EXPR-9); conservative."""
+
+    def __init__(self, expr: Expression | str | None, schema: Schema) -> None:
+        self.expr = _prepare(expr, schema)
+
+    def must_match(self, f: DataFile, spec: PartitionSpec | None = None) -> bool:
+        """True only if all rows of ``f`` match; ``spec`` (the file's spec) enables partition values."""
+        if f.record_count == 0:
+            return True
+        identity: dict[int, Any] = {}
+        if spec is not None and f.spec_id == spec.spec_id and len(f.partition) == len(spec.fields):
+            for pf, value in zip(spec.fields, f.partition):
+                if pf.transform.name == "identity":
+                    identity[pf.source_id] = value
+
+        def leaf(pred: BoundPredicate) -> bool:
+            if pred.field_id in identity:
+                return eval_leaf(pred.op, identity[pred.field_id], pred.literals)
+            return _must_match(pred, f)
+
+        return _evaluate(self.expr, leaf)
+
+
+# -- row filter (EXPR-10) ----------------------------------------------------------------------------
+
+def to_arrow_expression(expr: Expression, column_name: Callable[[int], str | None]) -> pc.Expression:
+    """A pyarrow filter selecting exactly the rows where the bound ``expr`` is TRUE (EXPR-10).
+
+    ``column_name(field_id)`` names the column in the data being filtered, or returns None if the
+    data lacks it (it then reads as all null). Columns must already have the table's Arrow types.
+    """
+    return _to_arrow(_require_bound(expr), column_name)
+
+
+def _to_arrow(expr: Expression, column_name: Callable[[int], str | None]) -> pc.Expression:
+    if isinstance(expr, AlwaysTrue):
+        return pc.scalar(True)
+    if isinstance(expr, AlwaysFalse):
+        return pc.scalar(False)
+    if isinstance(expr, And):
+        return _to_arrow(expr.left, column_name) & _to_arrow(expr.right, column_name)
+    if isinstance(expr, Or):
+        return _to_arrow(expr.left, column_name) | _to_arrow(expr.right, column_name)
+    if not isinstance(expr, BoundPredicate):
+        raise FilterError(f"cannot translate {expr!r}")
+    name = column_name(expr.field_id)
+    op = expr.op
+    if name is None:
+        return pc.scalar(op == "is_null")
+    field = pc.field(name)
+    if op == "is_null":
+        return field.is_null()
+    if op == "not_null":
+        return field.is_valid()
+    atype = expr.type.to_arrow()
+    if op in ("in", "not_in"):
+        member = field.isin(pa.array(list(expr.literals), type=atype))
+        return member if op == "in" else field.is_valid() & ~member
+    if op in ("starts_with", "not_starts_with"):
+        match = pc.starts_with(field, pattern=expr.literal)
+        return match if op == "starts_with" else field.is_valid() & ~match
+    lit = pc.scalar(pa.scalar(expr.literal, type=atype))
+    if op == "eq":
+        return field == lit
+    if op == "ne":
+        return field != lit
+    if op == "lt":
+        return field < lit
+    if op == "le":
+        return field <= lit
+    if op == "gt":
+        return field > lit
+    return field >= lit

@@ -1,0 +1,359 @@
+"""The SQL-like filter syntax (spec/expressions.md, EXPR-2).
+
+Grammar (keywords case-insensitive; AND binds tighter than OR; NOT tighter than AND)::
+
+    expr      := and_expr (OR and_expr)*
+    and_expr  := not_expr (AND not_expr)*
+    not_expr  := NOT not_expr | '(' expr ')' | TRUE | FALSE | predicate
+    predicate := operand cmp operand                    -- a column on exactly one side
+               | column [NOT] IN '(' literal (',' literal)* ')'
+               | column IS [NOT] NULL
+               | column [NOT] BETWEEN literal AND literal
+               | column [NOT] LIKE 'prefix%'            -- only prefix patterns
+               | starts_with '(' column ',' string ')'
+    cmp       := '=' | '==' | '!=' | '<>' | '<' | '<=' | '>' | '>='
+    column    := bare_identifier | "double-quoted identifier"   ("" escapes ")
+    literal   := [-|+] number | 'string' ('' escapes ') | TRUE | FALSE
+               | DATE 'YYYY-MM-DD' | TIME 'HH:MM:SS' | TIMESTAMP '...' | TIMESTAMPTZ '...'
+
+Integers parse as ``int``, ``123.45`` as ``Decimal``, ``1e3`` as ``float``. ``TIMESTAMP`` literals
+without an offset are naive; ``TIMESTAMPTZ`` literals without an offset are UTC. Syntax errors raise
+FilterError whose message ends with ``at position N`` (0-based character offset, also available as
+the ``position`` attribute of the error).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from lakefmt.errors import FilterError
+from lakefmt.expressions import (
+    ALWAYS_FALSE, ALWAYS_TRUE, SET_OPS, UNARY_OPS, Expression, Predicate, and_, not_, or_,
+)
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<str>'(?:[^']|'')*')
+  | (?P<qid>"(?:[^"]|"")*")
+  | (?P<id>[^\W\d]\w*)
+  | (?P<op><=|>=|<>|!=|==|[=<>(),+-])
+""", re.VERBOSE)
+_KEYWORDS = frozenset({"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN", "LIKE", "TRUE", "FALSE"})
+_TYPED = frozenset({"DATE", "TIME", "TIMESTAMP", "TIMESTAMPTZ"})
+_CMP = {"=": "eq", "==": "eq", "!=": "ne", "<>": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+_FLIP = {"eq": "eq", "ne": "ne", "lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str  # num, str, qid, id, op, eof
+    text: str
+    pos: int
+
+    def is_kw(self, *words: str) -> bool:
+        return self.kind == "id" and self.text.upper() in words
+
+    def is_op(self, *ops: str) -> bool:
+        return self.kind == "op" and self.text in ops
+
+
+@dataclass(frozen=True)
+class _Operand:
+    is_column: bool
+    value: Any
+    pos: int
+
+
+def _error(text: str, message: str, pos: int) -> FilterError:
+    err = FilterError(f"{message} at position {pos}\n  {text}\n  {' ' * pos}^")
+    err.position = pos  # type: ignore[attr-defined]
+    return err
+
+
+def _tokenize(text: str) -> list[_Tok]:
+    tokens: list[_Tok] = []
+    pos = 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if not match:
+            ch = text[pos]
+            what = "unterminated string" if ch in "'\"" else f"unexpected character {ch!r}"
+            raise _error(text, what, pos)
+        kind = match.lastgroup
+        assert kind is not None
+        if kind != "ws":
+            tokens.append(_Tok(kind, match.group(), pos))
+        pos = match.end()
+    tokens.append(_Tok("eof", "", len(text)))
+    return tokens
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.i = 0
+
+    @property
+    def tok(self) -> _Tok:
+        return self.tokens[self.i]
+
+    def peek(self, n: int = 1) -> _Tok:
+        return self.tokens[min(self.i + n, len(self.tokens) - 1)]
+
+    def next(self) -> _Tok:
+        tok = self.tokens[self.i]
+        self.i = min(self.i + 1, len(self.tokens) - 1)
+        return tok
+
+    def fail(self, message: str, tok: _Tok | None = None) -> FilterError:
+        tok = tok or self.tok
+        near = "end of input" if tok.kind == "eof" else repr(tok.text)
+        return _error(self.text, f"{message}, found {near}", tok.pos)
+
+    def expect_op(self, op: str) -> _Tok:
+        if not self.tok.is_op(op):
+            raise self.fail(f"expected {op!r}")
+        return self.next()
+
+    def parse(self) -> Expression:
+        if self.tok.kind == "eof":
+            raise self.fail("empty filter")
+        expr = self.parse_or()
+        if self.tok.kind != "eof":
+            raise self.fail("expected AND, OR or end of filter")
+        return expr
+
+    def parse_or(self) -> Expression:
+        expr = self.parse_and()
+        while self.tok.is_kw("OR"):
+            self.next()
+            expr = or_(expr, self.parse_and())
+        return expr
+
+    def parse_and(self) -> Expression:
+        expr = self.parse_not()
+        while self.tok.is_kw("AND"):
+            self.next()
+            expr = and_(expr, self.parse_not())
+        return expr
+
+    def parse_not(self) -> Expression:
+        if self.tok.is_kw("NOT"):
+            self.next()
+            return not_(self.parse_not())
+        if self.tok.is_op("("):
+            self.next()
+            expr = self.parse_or()
+            self.expect_op(")")
+            return expr
+        if self.tok.is_kw("TRUE", "FALSE") and not self.peek().is_op(*_CMP):
+            return ALWAYS_TRUE if self.next().text.upper() == "TRUE" else ALWAYS_FALSE
+        if self.tok.kind == "id" and self.tok.text.lower() == "starts_with" and self.peek().is_op("("):
+            return self.parse_starts_with_call()
+        return self.parse_predicate()
+
+    def parse_starts_with_call(self) -> Expression:
+        self.next()
+        self.expect_op("(")
+        column = self.parse_column()
+        self.expect_op(",")
+        if self.tok.kind != "str":
+            raise self.fail("expected a string prefix")
+        prefix = _unquote(self.next().text, "'")
+        self.expect_op(")")
+        return Predicate("starts_with", column, (prefix,))
+
+    def parse_column(self) -> str:
+        operand = self.parse_operand()
+        if not operand.is_column:
+            raise _error(self.text, "expected a column name", operand.pos)
+        return operand.value
+
+    def parse_predicate(self) -> Expression:
+        left = self.parse_operand()
+        tok = self.tok
+        if tok.kind == "op" and tok.text in _CMP:
+            self.next()
+            right = self.parse_operand()
+            op = _CMP[tok.text]
+            if left.is_column and right.is_column:
+                raise _error(self.text, "comparing two columns is not supported", tok.pos)
+            if not left.is_column and not right.is_column:
+                raise _error(self.text, "a comparison needs a column on one side", left.pos)
+            if left.is_column:
+                return Predicate(op, left.value, (right.value,))
+            return Predicate(_FLIP[op], right.value, (left.value,))
+        if not left.is_column:
+            raise self.fail("expected a comparison operator")
+        column = left.value
+        if tok.is_kw("IS"):
+            self.next()
+            negated = self.tok.is_kw("NOT")
+            if negated:
+                self.next()
+            if not self.tok.is_kw("NULL"):
+                raise self.fail("expected NULL")
+            self.next()
+            return Predicate("not_null" if negated else "is_null", column)
+        negated = tok.is_kw("NOT")
+        if negated:
+            self.next()
+        if self.tok.is_kw("IN"):
+            self.next()
+            return Predicate("not_in" if negated else "in", column, self.parse_list())
+        if self.tok.is_kw("BETWEEN"):
+            self.next()
+            low = self.parse_literal()
+            if not self.tok.is_kw("AND"):
+                raise self.fail("expected AND in BETWEEN")
+            self.next()
+            high = self.parse_literal()
+            if negated:
+                return or_(Predicate("lt", column, (low,)), Predicate("gt", column, (high,)))
+            return and_(Predicate("ge", column, (low,)), Predicate("le", column, (high,)))
+        if self.tok.is_kw("LIKE"):
+            self.next()
+            return self.parse_like(column, negated)
+        if negated:
+            raise self.fail("expected IN, BETWEEN or LIKE after NOT")
+        raise self.fail(f"expected a comparison operator, IN, IS, BETWEEN or LIKE after column {column!r}")
+
+    def parse_like(self, column: str, negated: bool) -> Expression:
+        tok = self.tok
+        if tok.kind != "str":
+            raise self.fail("expected a string pattern after LIKE")
+        self.next()
+        pattern = _unquote(tok.text, "'")
+        wild = [i for i, c in enumerate(pattern) if c in "%_"]
+        if not wild:
+            return Predicate("ne" if negated else "eq", column, (pattern,))
+        if wild != [len(pattern) - 1] or pattern[-1] != "%":
+            raise _error(self.text, "only prefix patterns like 'abc%' are supported by LIKE", tok.pos)
+        return Predicate("not_starts_with" if negated else "starts_with", column, (pattern[:-1],))
+
+    def parse_list(self) -> tuple[Any, ...]:
+        self.expect_op("(")
+        values = [self.parse_literal()]
+        while self.tok.is_op(","):
+            self.next()
+            values.append(self.parse_literal())
+        self.expect_op(")")
+        return tuple(values)
+
+    def parse_literal(self) -> Any:
+        operand = self.parse_operand()
+        if operand.is_column:
+            raise _error(self.text, "expected a literal, found a column", operand.pos)
+        return operand.value
+
+    def parse_operand(self) -> _Operand:
+        tok = self.tok
+        if tok.kind == "qid":
+            self.next()
+            return _Operand(True, _unquote(tok.text, '"'), tok.pos)
+        if tok.kind == "str":
+            self.next()
+            return _Operand(False, _unquote(tok.text, "'"), tok.pos)
+        if tok.kind == "num" or (tok.is_op("-", "+") and self.peek().kind == "num"):
+            sign = -1 if tok.is_op("-") else 1
+            if tok.kind == "op":
+                self.next()
+            return _Operand(False, _number(self.next().text, sign), tok.pos)
+        if tok.kind == "id":
+            word = tok.text.upper()
+            if word in ("TRUE", "FALSE"):
+                self.next()
+                return _Operand(False, word == "TRUE", tok.pos)
+            if word == "NULL":
+                raise self.fail("NULL is only allowed in IS NULL / IS NOT NULL")
+            if word in _TYPED and self.peek().kind == "str":
+                self.next()
+                return _Operand(False, self.typed_literal(word, self.next()), tok.pos)
+            if word in _KEYWORDS:
+                raise self.fail("expected a column or a literal (quote keywords used as column names)")
+            self.next()
+            return _Operand(True, tok.text, tok.pos)
+        raise self.fail("expected a column or a literal")
+
+    def typed_literal(self, word: str, tok: _Tok) -> Any:
+        text = _unquote(tok.text, "'").strip()
+        try:
+            if word == "DATE":
+                return dt.date.fromisoformat(text)
+            if word == "TIME":
+                return dt.time.fromisoformat(text)
+            value = dt.datetime.fromisoformat(text)
+        except ValueError:
+            raise _error(self.text, f"invalid {word} literal {text!r}", tok.pos) from None
+        if word == "TIMESTAMPTZ" and value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value
+
+
+def _unquote(text: str, quote: str) -> str:
+    return text[1:-1].replace(quote * 2, quote)
+
+
+def _number(text: str, sign: int) -> Any:
+    if "e" in text or "E" in text:
+        return sign * float(text)
+    if "." in text:
+        return sign * decimal.Decimal(text)
+    return sign * int(text)
+
+
+def parse_filter(text: str) -> Expression:
+    """Parse SQL-like filter text into an unbound expression (EXPR-2)."""
+    if not isinstance(text, str):
+        raise FilterError(f"a filter must be a string, got {type(text).__name__}")
+    return _Parser(text).parse()
+
+
+# -- printing (the inverse of parsing) ------------------------------------------------------
+
+def _quote_ident(name: str) -> str:
+    if name.isidentifier() and name.upper() not in _RESERVED:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+_RESERVED = _KEYWORDS | _TYPED
+_SYMBOL = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def _literal_sql(value: Any) -> str:
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP '{value.isoformat()}'"
+    if isinstance(value, dt.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, dt.time):
+        return f"TIME '{value.isoformat()}'"
+    if isinstance(value, bytes):
+        return repr(value)
+    return str(value) if not isinstance(value, float) else repr(value)
+
+
+def leaf_sql(op: str, column: str, literals: tuple[Any, ...]) -> str:
+    """Filter text for one leaf, parseable by :func:`parse_filter` (bytes literals excepted)."""
+    name = _quote_ident(column)
+    lits = [_literal_sql(v) for v in literals]
+    if op in _SYMBOL:
+        return f"{name} {_SYMBOL[op]} {lits[0]}"
+    if op in SET_OPS:
+        return f"{name} {'IN' if op == 'in' else 'NOT IN'} ({', '.join(lits)})"
+    if op in UNARY_OPS:
+        return f"{name} {'IS NULL' if op == 'is_null' else 'IS NOT NULL'}"
+    if lits[0].startswith("'") and not any(c in lits[0] for c in "%_"):
+        return f"{name} {'LIKE' if op == 'starts_with' else 'NOT LIKE'} {lits[0][:-1]}%'"
+    call = f"starts_with({name}, {lits[0]})"
+    return call if op == "starts_with" else f"NOT {call}"

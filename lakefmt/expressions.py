@@ -1,0 +1,474 @@
+"""Filter expressions: unbound trees, binding to a schema, literal coercion (spec/expressions.md).
+
+* EXPR-1  Predicates: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``, ``NOT IN``, ``IS NULL``,
+  ``IS NOT NULL``, ``starts_with`` (``LIKE 'prefix%'``), combined with AND, OR, NOT.
+* EXPR-2  SQL-like text syntax (lakefmt.expression_parser.parse_filter).
+* EXPR-3  Binding: a column name resolves to its field id in the schema (case-sensitive);
+  an unknown name raises UnknownColumnError naming the column and listing the table's columns.
+* EXPR-4  Literal coercion to the column's *physical* value (lakefmt.conversions); a literal
+  that does not fit the column type (wrong kind, out of range, lossy) raises FilterError.
+* EXPR-5  Row semantics: a row is selected when the predicate is TRUE; NULL compares to
+  nothing (so ``x != 1`` does not select nulls). NOT is applied by De Morgan onto the leaves
+  (``NOT x < 5`` means ``x >= 5``); floating-point comparisons follow IEEE 754, so NaN
+  satisfies only ``!=``, ``NOT IN`` and ``not_starts_with``.
+
+Example:
+    >>> bind((col("id") >= 3) & col("name").starts_with("ab"), schema)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from lakefmt.conversions import EPOCH_DATE, EPOCH_NAIVE, EPOCH_UTC, to_physical, to_python
+from lakefmt.errors import FilterError
+from lakefmt.schema import Schema
+from lakefmt.types import LakeType
+
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+SET_OPS = ("in", "not_in")
+UNARY_OPS = ("is_null", "not_null")
+PREFIX_OPS = ("starts_with", "not_starts_with")
+ALL_OPS = COMPARISONS + SET_OPS + UNARY_OPS + PREFIX_OPS
+NEGATED_OP = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le",
+              "in": "not_in", "not_in": "in", "is_null": "not_null", "not_null": "is_null",
+              "starts_with": "not_starts_with", "not_starts_with": "starts_with"}
+_INT_RANGE = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
+_US = dt.timedelta(microseconds=1)
+
+
+class Expression:
+    """Base of every expression node, bound or unbound; combine with ``&``, ``|``, ``~``."""
+
+    def __and__(self, other: Expression) -> Expression:
+        return and_(self, other)
+
+    def __or__(self, other: Expression) -> Expression:
+        return or_(self, other)
+
+    def __invert__(self) -> Expression:
+        return not_(self)
+
+    @property
+    def is_always_true(self) -> bool:
+        return isinstance(self, AlwaysTrue)
+
+    @property
+    def is_always_false(self) -> bool:
+        return isinstance(self, AlwaysFalse)
+
+
+@dataclass(frozen=True)
+class AlwaysTrue(Expression):
+    """Matches every row."""
+
+    def __str__(self) -> str:
+        return "TRUE"
+
+
+@dataclass(frozen=True)
+class AlwaysFalse(Expression):
+    """Matches no row."""
+
+    def __str__(self) -> str:
+        return "FALSE"
+
+
+ALWAYS_TRUE = AlwaysTrue()
+ALWAYS_FALSE = AlwaysFalse()
+
+
+@dataclass(frozen=True)
+class And(Expression):
+    left: Expression
+    right: Expression
+
+    def __str__(self) -> str:
+        return f"({self.left} AND {self.right})"
+
+
+@dataclass(frozen=True)
+class Or(Expression):
+    left: Expression
+    right: Expression
+
+    def __str__(self) -> str:
+        return f"({self.left} OR {self.right})"
+
+
+@dataclass(frozen=True)
+class Not(Expression):
+    child: Expression
+
+    def __str__(self) -> str:
+        return f"(NOT {self.child})"
+
+
+def and_(*exprs: Expression) -> Expression:
+    """Conjunction, simplified around ALWAYS_TRUE/ALWAYS_FALSE."""
+    result: Expression = ALWAYS_TRUE
+    for e in exprs:
+        _check_expr(e)
+        if isinstance(e, AlwaysFalse) or isinstance(result, AlwaysFalse):
+            result = ALWAYS_FALSE
+        elif isinstance(result, AlwaysTrue):
+            result = e
+        elif not isinstance(e, AlwaysTrue):
+            result = And(result, e)
+    return result
+
+
+def or_(*exprs: Expression) -> Expression:
+    """Disjunction, simplified around ALWAYS_TRUE/ALWAYS_FALSE."""
+    result: Expression = ALWAYS_FALSE
+    for e in exprs:
+        _check_expr(e)
+        if isinstance(e, AlwaysTrue) or isinstance(result, AlwaysTrue):
+            result = ALWAYS_TRUE
+        elif isinstance(result, AlwaysFalse):
+            result = e
+        elif not isinstance(e, AlwaysFalse):
+            result = Or(result, e)
+    return result
+
+
+def not_(expr: Expression) -> Expression:
+    _check_expr(expr)
+    if isinstance(expr, AlwaysTrue):
+        return ALWAYS_FALSE
+    if isinstance(expr, AlwaysFalse):
+        return ALWAYS_TRUE
+    if isinstance(expr, Not):
+        return expr.child
+    return Not(expr)
+
+
+def _check_expr(e: Any) -> None:
+    if not isinstance(e, Expression):
+        raise FilterError(f"expected a filter expression, got {e!r} (wrap literals with col(...) "
+                          "comparisons; use & | ~ rather than and/or/not)")
+
+
+@dataclass(frozen=True)
+class Predicate(Expression):
+    """An unbound leaf: ``op`` on the column named ``column`` with Python literals (EXPR-1)."""
+
+    op: str
+    column: str
+    literals: tuple[Any, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.op not in ALL_OPS:
+            raise FilterError(f"unknown predicate operator {self.op!r}")
+
+    def __str__(self) -> str:
+        from lakefmt.expression_parser import leaf_sql
+        return leaf_sql(self.op, self.column, self.literals)
+
+
+@dataclass(frozen=True)
+class BoundPredicate(Expression):
+    """A leaf bound to a field id, with literals as physical values of ``type`` (EXPR-3/4)."""
+
+    op: str
+    field_id: int
+    name: str
+    type: LakeType
+    literals: tuple[Any, ...] = ()
+
+    @property
+    def literal(self) -> Any:
+        return self.literals[0]
+
+    def __str__(self) -> str:
+        from lakefmt.expression_parser import leaf_sql
+        return leaf_sql(self.op, self.name, tuple(to_python(self.type, v) for v in self.literals))
+
+
+# Bound trees use the same And/Or/Not/AlwaysTrue/AlwaysFalse nodes with BoundPredicate leaves.
+BoundExpression = Expression
+
+
+class Reference:
+    """A column reference with a fluent API: ``col("x") >= 3``, ``col("s").starts_with("ab")``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise FilterError(f"a column name must be a non-empty string, got {name!r}")
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"col({self.name!r})"
+
+    def __hash__(self) -> int:
+        return hash(("col", self.name))
+
+    def __eq__(self, value: Any) -> Predicate:  # type: ignore[override]
+        return Predicate("eq", self.name, (value,))
+
+    def __ne__(self, value: Any) -> Predicate:  # type: ignore[override]
+        return Predicate("ne", self.name, (value,))
+
+    def __lt__(self, value: Any) -> Predicate:
+        return Predicate("lt", self.name, (value,))
+
+    def __le__(self, value: Any) -> Predicate:
+        return Predicate("le", self.name, (value,))
+
+    def __gt__(self, value: Any) -> Predicate:
+        return Predicate("gt", self.name, (value,))
+
+    def __ge__(self, value: Any) -> Predicate:
+        return Predicate("ge", self.name, (value,))
+
+    def isin(self, values: Iterable[Any]) -> Predicate:
+        return Predicate("in", self.name, _as_tuple(values))
+
+    def not_in(self, values: Iterable[Any]) -> Predicate:
+        return Predicate("not_in", self.name, _as_tuple(values))
+
+    def is_null(self) -> Predicate:
+        return Predicate("is_null", self.name)
+
+    def not_null(self) -> Predicate:
+        return Predicate("not_null", self.name)
+
+    def starts_with(self, prefix: str | bytes) -> Predicate:
+        return Predicate("starts_with", self.name, (prefix,))
+
+    def not_starts_with(self, prefix: str | bytes) -> Predicate:
+        return Predicate("not_starts_with", self.name, (prefix,))
+
+
+def col(name: str) -> Reference:
+    """A reference to the column ``name``."""
+    return Reference(name)
+
+
+def _as_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
+    if isinstance(values, (str, bytes)):
+        raise FilterError("isin/not_in take a list of values, not a single string")
+    return tuple(values)
+
+
+def parse_filter(text: str) -> Expression:
+    """Parse SQL-like filter text (EXPR-2); see lakefmt.expression_parser for the grammar."""
+    from lakefmt.expression_parser import parse_filter as parse
+    return parse(text)
+
+
+def to_expression(f: str | Expression | None) -> Expression:
+    """Normalize a filter argument: text is parsed, None means ALWAYS_TRUE."""
+    if f is None:
+        return ALWAYS_TRUE
+    if isinstance(f, str):
+        return parse_filter(f)
+    if isinstance(f, bool):
+        return ALWAYS_TRUE if f else ALWAYS_FALSE
+    _check_expr(f)
+    return f
+
+
+# -- binding ------------------------------------------------------------------------------------
+
+def bind(expr: Expression | str | None, schema: Schema) -> Expression:
+    """Resolve names to field ids and coerce literals to physical values (EXPR-3, EXPR-4).
+
+    Raises:
+        UnknownColumnError: a referenced column is not in ``schema``.
+        FilterError: a literal does not fit its column's type, or an operator does not apply.
+    """
+    expr = to_expression(expr)
+    if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
+        return expr
+    if isinstance(expr, And):
+        return and_(bind(expr.left, schema), bind(expr.right, schema))
+    if isinstance(expr, Or):
+        return or_(bind(expr.left, schema), bind(expr.right, schema))
+    if isinstance(expr, Not):
+        return not_(bind(expr.child, schema))
+    if isinstance(expr, BoundPredicate):
+        field = schema.field_by_id(expr.field_id)
+        if field is None or field.type != expr.type:
+            raise FilterError(f"predicate {expr} is bound to another schema")
+        return expr
+    if isinstance(expr, Predicate):
+        return _bind_predicate(expr, schema)
+    raise FilterError(f"cannot bind {expr!r}")
+
+
+def _bind_predicate(pred: Predicate, schema: Schema) -> Expression:
+    field = schema.find(pred.column)
+    ltype, op = field.type, pred.op
+    if op in UNARY_OPS:
+        return BoundPredicate(op, field.id, field.name, ltype)
+    if op in PREFIX_OPS:
+        if ltype.name not in ("string", "binary"):
+            raise FilterError(f"{op} applies to string and binary columns; column "
+                              f"{field.name!r} is {ltype}")
+        prefix = pred.literals[0] if pred.literals else None
+        return BoundPredicate(op, field.id, field.name, ltype, (_coerce(prefix, ltype, field.name),))
+    values = [_coerce(v, ltype, field.name) for v in pred.literals]
+    if op in COMPARISONS:
+        if len(values) != 1:
+            raise FilterError(f"{op} takes one literal, got {len(values)}")
+        return BoundPredicate(op, field.id, field.name, ltype, (values[0],))
+    unique = tuple(sorted(set(values)))
+    if not unique:
+        return ALWAYS_FALSE if op == "in" else ALWAYS_TRUE
+    if len(unique) == 1:
+        return BoundPredicate("eq" if op == "in" else "ne", field.id, field.name, ltype, unique)
+    return BoundPredicate(op, field.id, field.name, ltype, unique)
+
+
+def referenced_field_ids(expr: Expression) -> set[int]:
+    """Field ids used by the bound predicates of ``expr``."""
+    if isinstance(expr, BoundPredicate):
+        return {expr.field_id}
+    if isinstance(expr, (And, Or)):
+        return referenced_field_ids(expr.left) | referenced_field_ids(expr.right)
+    if isinstance(expr, Not):
+        return referenced_field_ids(expr.child)
+    if isinstance(expr, Predicate):
+        raise FilterError(f"predicate {expr} is not bound")
+    return set()
+
+
+def _mismatch(value: Any, ltype: LakeType, column: str, why: str = "") -> FilterError:
+    detail = f": {why}" if why else ""
+    return FilterError(f"type mismatch: cannot compare column {column!r} ({ltype}) with "
+                       f"{type(value).__name__} literal {value!r}{detail}")
+
+
+def _coerce(value: Any, ltype: LakeType, column: str) -> Any:
+    """The physical value of ``value`` for a column of ``ltype`` (EXPR-4)."""
+    if value is None:
+        raise FilterError(f"NULL literal in a comparison on {column!r}: use IS NULL / IS NOT NULL")
+    name = ltype.name
+    if name == "boolean":
+        if isinstance(value, bool):
+            return value
+        raise _mismatch(value, ltype, column)
+    if isinstance(value, bool) and name != "boolean":
+        raise _mismatch(value, ltype, column)
+    if name in _INT_RANGE:
+        return _coerce_int(value, ltype, column)
+    if name in ("float", "double"):
+        return _coerce_float(value, ltype, column)
+    if name == "decimal":
+        return _coerce_decimal(value, ltype, column)
+    if name == "string":
+        if isinstance(value, str):
+            return value
+        raise _mismatch(value, ltype, column)
+    if name == "binary":
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        if isinstance(value, str):
+            return value.encode("utf-8")
+        raise _mismatch(value, ltype, column)
+    return _coerce_temporal(value, ltype, column)
+
+
+def _coerce_int(value: Any, ltype: LakeType, column: str) -> int:
+    if isinstance(value, int):
+        result = value
+    elif isinstance(value, (float, decimal.Decimal)):
+        finite = math.isfinite(value) if isinstance(value, float) else value.is_finite()
+        if not finite or value != int(value):
+            raise _mismatch(value, ltype, column, "not an integral value")
+        result = int(value)
+    else:
+        raise _mismatch(value, ltype, column)
+    low, high = _INT_RANGE[ltype.name]
+    if not low <= result <= high:
+        raise FilterError(f"literal {value!r} is out of range for column {column!r} ({ltype})")
+    return result
+
+
+def _coerce_float(value: Any, ltype: LakeType, column: str) -> float:
+    if not isinstance(value, (int, float, decimal.Decimal)):
+        raise _mismatch(value, ltype, column)
+    result = float(value)
+    if math.isnan(result):
+        raise FilterError(f"NaN literal on column {column!r}: comparisons with NaN are not supported")
+    if ltype.name == "float" and math.isfinite(result):
+        try:
+            result = struct.unpack("<f", struct.pack("<f", result))[0]
+        except OverflowError:
+            raise FilterError(f"literal {value!r} is out of range for column {column!r} "
+                              "(float)") from None
+    return result
+
+
+def _coerce_decimal(value: Any, ltype: LakeType, column: str) -> decimal.Decimal:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _mismatch(value, ltype, column)
+        value = decimal.Decimal(repr(value))
+    elif isinstance(value, int):
+        value = decimal.Decimal(value)
+    elif not isinstance(value, decimal.Decimal) or not value.is_finite():
+        raise _mismatch(value, ltype, column)
+    scale, precision = ltype.scale or 0, ltype.precision or 0
+    quantum = decimal.Decimal(1).scaleb(-scale)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 100
+        try:
+            result = value.quantize(quantum)
+        except decimal.InvalidOperation:
+            raise FilterError(f"literal {value} is out of range for column {column!r} ({ltype})") from None
+        if result != value:
+            raise FilterError(f"literal {value} has more than {scale} fractional digits for "
+                              f"column {column!r} ({ltype})")
+        if abs(result.scaleb(scale)) >= 10**precision:
+            raise FilterError(f"literal {value} is out of range for column {column!r} ({ltype})")
+    return result
+
+
+def _parse_temporal_text(value: str, ltype: LakeType, column: str) -> Any:
+    text = value.strip()
+    try:
+        if ltype.name == "date":
+            return dt.date.fromisoformat(text)
+        if ltype.name == "time":
+            return dt.time.fromisoformat(text)
+        if len(text) == 10:
+            return dt.datetime.combine(dt.date.fromisoformat(text), dt.time())
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise _mismatch(value, ltype, column, f"not an ISO {ltype} string") from None
+
+
+def _coerce_temporal(value: Any, ltype: LakeType, column: str) -> int:
+    name = ltype.name
+    if isinstance(value, str):
+        value = _parse_temporal_text(value, ltype, column)
+    if hasattr(value, "to_pydatetime") and not isinstance(value, dt.datetime):
+        value = value.to_pydatetime()
+    if name == "date":
+        if isinstance(value, dt.datetime):
+            if value.time() != dt.time() or value.tzinfo is not None:
+                raise _mismatch(value, ltype, column, "has a time of day")
+            value = value.date()
+        if isinstance(value, dt.date):
+            return (value - EPOCH_DATE).days
+        raise _mismatch(value, ltype, column)
+    if name == "time":
+        if isinstance(value, dt.time) and value.tzinfo is None:
+            return int(to_physical(ltype, value))
+        raise _mismatch(value, ltype, column)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            return (value - EPOCH_UTC) // _US
+        return (value - EPOCH_NAIVE) // _US  # naive: wall time, or UTC for timestamptz
+    if isinstance(value, dt.date):
+        return (value - EPOCH_DATE).days * 86_400_000_000
+    raise _mismatch(value, ltype, column)

@@ -1,0 +1,51 @@
+"""An in-process cache of manifest contents (spec/manifests.md, MAN-1: manifests are immutable).
+
+Because no file is ever rewritten in place (LAYOUT-4), a manifest read once can be
+kept: its raw entries are cached by location, and inheritance (MAN-5) is applied on
+every read from the manifest-list row that names it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from lakefmt.io import FileIO
+from lakefmt.manifest import ManifestEntry, ManifestFile
+from lakefmt.manifest_io import read_manifest
+from lakefmt.partitioning import PartitionSpec
+from lakefmt.schema import Schema
+
+MAX_CACHED_ENTRIES = 2_000_000
+
+_lock = threading.Lock()
+_cache: OrderedDict[str, list[ManifestEntry]] = OrderedDict()
+_cached_entries = 0
+
+
+def read_entries(io: FileIO, location: str, manifest: ManifestFile, spec: PartitionSpec, schema: Schema
+                 ) -> list[ManifestEntry]:
+    """Entries of ``manifest`` with snapshot ids and sequence numbers inherited from its list row."""
+    global _cached_entries
+    key = f"{id(io.fs)}:{location}"
+    with _lock:
+        raw = _cache.get(key)
+        if raw is not None:
+            _cache.move_to_end(key)
+    if raw is None:
+        raw = read_manifest(io, location, manifest, spec, schema, inherit=False)
+        with _lock:
+            if key not in _cache:
+                _cache[key] = raw
+                _cached_entries += len(raw)
+                while _cached_entries > MAX_CACHED_ENTRIES and len(_cache) > 1:
+                    _, dropped = _cache.popitem(last=False)
+                    _cached_entries -= len(dropped)
+    return [e.inherit(manifest.added_snapshot_id, manifest.sequence_number) for e in raw]
+
+
+def clear() -> None:
+    global _cached_entries
+    with _lock:
+        _cache.clear()
+        _cached_entries = 0

@@ -1,0 +1,237 @@
+"""Reading and writing manifests and manifest lists as Parquet (spec/manifests.md).
+
+The column layouts here are the ones tabled in MAN-2 and ML-2. A manifest holds
+entries of one partition spec; its ``partition`` struct column has one field per
+partition field, typed by the transform's result type (MAN-4), and is omitted for
+an unpartitioned spec.
+"""
+
+from __future__ import annotations
+
+import io as _io
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakefmt.conversions import from_bytes, to_bytes, to_physical
+from lakefmt.errors import CorruptMetadataError
+from lakefmt.io import FileIO
+from lakefmt.manifest import DataFile, EntryStatus, FieldSummary, ManifestEntry, ManifestFile
+from lakefmt.partitioning import PartitionSpec
+from lakefmt.schema import Schema
+from lakefmt.types import LakeType
+
+_STATS_MAP_INT = pa.map_(pa.int32(), pa.int64())
+_BOUNDS_MAP = pa.map_(pa.int32(), pa.binary())
+
+_SUMMARY_TYPE = pa.struct([("contains_null", pa.bool_()), ("lower_bound", pa.binary()),
+                           ("upper_bound", pa.binary())])
+MANIFEST_LIST_SCHEMA = pa.schema([
+    pa.field("manifest_path", pa.string(), nullable=False),
+    pa.field("manifest_length", pa.int64(), nullable=False),
+    pa.field("partition_spec_id", pa.int32(), nullable=False),
+    pa.field("added_snapshot_id", pa.int64(), nullable=False),
+    pa.field("sequence_number", pa.int64(), nullable=False),
+    pa.field("added_files_count", pa.int32(), nullable=False),
+    pa.field("existing_files_count", pa.int32(), nullable=False),
+    pa.field("deleted_files_count", pa.int32(), nullable=False),
+    pa.field("added_rows_count", pa.int64(), nullable=False),
+    pa.field("existing_rows_count", pa.int64(), nullable=False),
+    pa.field("deleted_rows_count", pa.int64(), nullable=False),
+    pa.field("partitions", pa.list_(_SUMMARY_TYPE)),
+])
+
+
+def manifest_schema(spec: PartitionSpec, schema: Schema) -> pa.Schema:
+    """The Arrow schema of a manifest for ``spec`` (MAN-2)."""
+    fields = [
+        pa.field("status", pa.int32(), nullable=False),
+        pa.field("snapshot_id", pa.int64()),
+        pa.field("sequence_number", pa.int64()),
+        pa.field("file_path", pa.string(), nullable=False),
+        pa.field("file_format", pa.string(), nullable=False),
+    ]
+    if not spec.is_unpartitioned:
+        fields.append(pa.field("partition", spec.arrow_struct_type(schema), nullable=False))
+    fields += [
+        pa.field("record_count", pa.int64(), nullable=False),
+        pa.field("file_size_bytes", pa.int64(), nullable=False),
+        pa.field("value_counts", _STATS_MAP_INT),
+        pa.field("null_value_counts", _STATS_MAP_INT),
+        pa.field("lower_bounds", _BOUNDS_MAP),
+        pa.field("upper_bounds", _BOUNDS_MAP),
+        pa.field("sort_order_id", pa.int32()),
+    ]
+    return pa.schema(fields)
+
+
+def _write_parquet(io: FileIO, location: str, table: pa.Table) -> int:
+    buf = _io.BytesIO()
+    pq.write_table(table, buf, compression="zstd", compression_level=1, write_statistics=False)
+    data = buf.getvalue()
+    io.write_bytes(location, data)
+    return len(data)
+
+
+def write_manifest(io: FileIO, location: str, relative_path: str, entries: list[ManifestEntry],
+                   spec: PartitionSpec, schema: Schema, *, snapshot_id: int, sequence_number: int
+                   ) -> ManifestFile:
+    """Write ``entries`` as a manifest and describe it as a manifest-list row.
+
+    ``snapshot_id``/``sequence_number`` are those the ADDED entries will inherit
+    (MAN-5); they go into the returned :class:`ManifestFile`.
+    """
+    columns: dict[str, list[Any]] = {name: [] for name in manifest_schema(spec, schema).names}
+    for e in entries:
+        f = e.data_file
+        columns["status"].append(int(e.status))
+        columns["snapshot_id"].append(e.snapshot_id)
+        columns["sequence_number"].append(e.sequence_number)
+        columns["file_path"].append(f.path)
+        columns["file_format"].append(f.file_format)
+        if "partition" in columns:
+            columns["partition"].append({pf.name: v for pf, v in zip(spec.fields, f.partition)})
+        columns["record_count"].append(f.record_count)
+        columns["file_size_bytes"].append(f.file_size_bytes)
+        columns["value_counts"].append(list(f.value_counts.items()))
+        columns["null_value_counts"].append(list(f.null_value_counts.items()))
+        columns["lower_bounds"].append(list(f.lower_bounds.items()))
+        columns["upper_bounds"].append(list(f.upper_bounds.items()))
+        columns["sort_order_id"].append(f.sort_order_id)
+    arrow_schema = manifest_schema(spec, schema).with_metadata({
+        "lakefmt.format-version": "1",
+        "lakefmt.spec-id": str(spec.spec_id),
+        "lakefmt.partition-spec": json.dumps(spec.to_json()),
+        "lakefmt.schema": json.dumps(schema.to_json()),
+    })
+    table = pa.Table.from_pydict(columns, schema=arrow_schema)
+    length = _write_parquet(io, location, table)
+    counts = {s: [0, 0] for s in EntryStatus}
+    for e in entries:
+        counts[e.status][0] += 1
+        counts[e.status][1] += e.data_file.record_count
+    return ManifestFile(
+        path=relative_path, length=length, spec_id=spec.spec_id,
+        added_snapshot_id=snapshot_id, sequence_number=sequence_number,
+        added_files_count=counts[EntryStatus.ADDED][0],
+        existing_files_count=counts[EntryStatus.EXISTING][0],
+        deleted_files_count=counts[EntryStatus.DELETED][0],
+        added_rows_count=counts[EntryStatus.ADDED][1],
+        existing_rows_count=counts[EntryStatus.EXISTING][1],
+        deleted_rows_count=counts[EntryStatus.DELETED][1],
+        partitions=summarize_partitions([e.data_file for e in entries if e.is_live], spec, schema),
+    )
+
+
+def summarize_partitions(files: Iterable[DataFile], spec: PartitionSpec, schema: Schema
+                         ) -> tuple[FieldSummary, ...]:
+    """Per partition field: whether any value is null, and the min and max (ML-4)."""
+    types = [t for _, t in spec.partition_type(schema)]
+    lows: list[Any] = [None] * len(types)
+    highs: list[Any] = [None] * len(types)
+    nulls = [False] * len(types)
+    for f in files:
+        for i, v in enumerate(f.partition):
+            if v is None:
+                nulls[i] = True
+                continue
+            if lows[i] is None or v < lows[i]:
+                lows[i] = v
+            if highs[i] is None or v > highs[i]:
+                highs[i] = v
+    return tuple(
+        FieldSummary(nulls[i],
+                     None if lows[i] is None else to_bytes(types[i], lows[i]),
+                     None if highs[i] is None else to_bytes(types[i], highs[i]))
+        for i in range(len(types)))
+
+
+def read_manifest(io: FileIO, location: str, manifest: ManifestFile, spec: PartitionSpec,
+                  schema: Schema, *, inherit: bool = True) -> list[ManifestEntry]:
+    """Read a manifest's entries, filling inherited snapshot ids and sequence numbers (MAN-5)."""
+    table = _read_parquet(io, location, "manifest")
+    try:
+        part_types: list[LakeType] = [t for _, t in spec.partition_type(schema)]
+        names = [pf.name for pf in spec.fields]
+        rows = table.to_pylist()
+        entries = []
+        for r in rows:
+            part = r.get("partition") or {}
+            data_file = DataFile(
+                path=r["file_path"],
+                partition=tuple(to_physical(t, part.get(n)) for n, t in zip(names, part_types)),
+                record_count=r["record_count"],
+                file_size_bytes=r["file_size_bytes"],
+                spec_id=spec.spec_id,
+                file_format=r["file_format"],
+                value_counts=dict(r["value_counts"] or ()),
+                null_value_counts=dict(r["null_value_counts"] or ()),
+                lower_bounds=dict(r["lower_bounds"] or ()),
+                upper_bounds=dict(r["upper_bounds"] or ()),
+                sort_order_id=r.get("sort_order_id"),
+            )
+            entry = ManifestEntry(EntryStatus(r["status"]), data_file, r["snapshot_id"], r["sequence_number"])
+            entries.append(entry.inherit(manifest.added_snapshot_id, manifest.sequence_number)
+                           if inherit else entry)
+        return entries
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptMetadataError(f"manifest {location} is malformed: {exc}") from exc
+
+
+def write_manifest_list(io: FileIO, location: str, manifests: list[ManifestFile]) -> int:
+    """Write a manifest list (ML-1); returns its length in bytes."""
+    rows = {name: [] for name in MANIFEST_LIST_SCHEMA.names}  # type: dict[str, list[Any]]
+    for m in manifests:
+        rows["manifest_path"].append(m.path)
+        rows["manifest_length"].append(m.length)
+        rows["partition_spec_id"].append(m.spec_id)
+        rows["added_snapshot_id"].append(m.added_snapshot_id)
+        rows["sequence_number"].append(m.sequence_number)
+        rows["added_files_count"].append(m.added_files_count)
+        rows["existing_files_count"].append(m.existing_files_count)
+        rows["deleted_files_count"].append(m.deleted_files_count)
+        rows["added_rows_count"].append(m.added_rows_count)
+        rows["existing_rows_count"].append(m.existing_rows_count)
+        rows["deleted_rows_count"].append(m.deleted_rows_count)
+        rows["partitions"].append([
+            {"contains_null": s.contains_null, "lower_bound": s.lower_bound, "upper_bound": s.upper_bound}
+            for s in m.partitions])
+    table = pa.Table.from_pydict(rows, schema=MANIFEST_LIST_SCHEMA.with_metadata({"lakefmt.format-version": "1"}))
+    return _write_parquet(io, location, table)
+
+
+def read_manifest_list(io: FileIO, location: str) -> list[ManifestFile]:
+    table = _read_parquet(io, location, "manifest list")
+    try:
+        return [
+            ManifestFile(
+                path=r["manifest_path"], length=r["manifest_length"], spec_id=r["partition_spec_id"],
+                added_snapshot_id=r["added_snapshot_id"], sequence_number=r["sequence_number"],
+                added_files_count=r["added_files_count"], existing_files_count=r["existing_files_count"],
+                deleted_files_count=r["deleted_files_count"], added_rows_count=r["added_rows_count"],
+                existing_rows_count=r["existing_rows_count"], deleted_rows_count=r["deleted_rows_count"],
+                partitions=tuple(FieldSummary(p["contains_null"], p["lower_bound"], p["upper_bound"])
+                                 for p in (r["partitions"] or ())),
+            )
+            for r in table.to_pylist()
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptMetadataError(f"manifest list {location} is malformed: {exc}") from exc
+
+
+def _read_parquet(io: FileIO, location: str, what: str) -> pa.Table:
+    try:
+        data = io.read_bytes(location)
+    except FileNotFoundError as exc:
+        raise CorruptMetadataError(f"{what} {location} is missing") from exc
+    try:
+        return pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptMetadataError(f"{what} {location} is not a readable Parquet file: {exc}") from exc
+
+
+def decode_bound(ltype: LakeType, data: bytes | None) -> Any:
+    return None if data is None else from_bytes(ltype, data)

@@ -1,0 +1,241 @@
+"""Table metadata and snapshots (spec/metadata.md, META-* and SNAP-*).
+
+Table metadata is one immutable JSON document per table version. It holds the
+schemas, partition specs, sort orders, properties and the list of snapshots; the
+catalog points at the current document. This module is the in-memory model and
+its JSON form; nothing here does I/O beyond :func:`read_metadata`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lakefmt.errors import CorruptMetadataError, NoSuchSnapshotError
+from lakefmt.io import FileIO
+from lakefmt.partitioning import PartitionSpec
+from lakefmt.schema import Schema
+from lakefmt.sorting import SortOrder
+
+FORMAT_VERSION = 1
+Operation = Literal["append", "overwrite", "delete", "replace"]
+OPERATIONS = ("append", "overwrite", "delete", "replace")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state of a table at one commit (SNAP-1)."""
+
+    snapshot_id: int
+    parent_snapshot_id: int | None
+    sequence_number: int
+    timestamp_ms: int
+    operation: Operation
+    manifest_list: str
+    schema_id: int
+    summary: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshot-id": self.snapshot_id,
+            "parent-snapshot-id": self.parent_snapshot_id,
+            "sequence-number": self.sequence_number,
+            "timestamp-ms": self.timestamp_ms,
+            "operation": self.operation,
+            "summary": self.summary,
+            "manifest-list": self.manifest_list,
+            "schema-id": self.schema_id,
+        }
+
+    @staticmethod
+    def from_json(obj: dict[str, Any]) -> Snapshot:
+        if obj["operation"] not in OPERATIONS:
+            raise CorruptMetadataError(f"unknown snapshot operation {obj['operation']!r}")
+        return Snapshot(
+            snapshot_id=int(obj["snapshot-id"]),
+            parent_snapshot_id=obj.get("parent-snapshot-id"),
+            sequence_number=int(obj["sequence-number"]),
+            timestamp_ms=int(obj["timestamp-ms"]),
+            operation=obj["operation"],
+            manifest_list=str(obj["manifest-list"]),
+            schema_id=int(obj["schema-id"]),
+            summary={str(k): str(v) for k, v in obj.get("summary", {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    timestamp_ms: int
+    value: Any  # a snapshot id in the snapshot log, a metadata file in the metadata log
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    """One version of a table's metadata (META-1..META-14)."""
+
+    table_uuid: str
+    location: str
+    last_sequence_number: int
+    last_updated_ms: int
+    last_column_id: int
+    schemas: tuple[Schema, ...]
+    current_schema_id: int
+    partition_specs: tuple[PartitionSpec, ...]
+    default_spec_id: int
+    last_partition_id: int
+    sort_orders: tuple[SortOrder, ...]
+    default_sort_order_id: int
+    properties: dict[str, str]
+    current_snapshot_id: int | None
+    snapshots: tuple[Snapshot, ...]
+    snapshot_log: tuple[LogEntry, ...]
+    metadata_log: tuple[LogEntry, ...]
+    format_version: int = FORMAT_VERSION
+
+    # -- lookups ---------------------------------------------------------------
+    @property
+    def schema(self) -> Schema:
+        return self.schema_by_id(self.current_schema_id)
+
+    def schema_by_id(self, schema_id: int) -> Schema:
+        for s in self.schemas:
+            if s.schema_id == schema_id:
+                return s
+        raise CorruptMetadataError(f"metadata names schema {schema_id}, which it does not contain")
+
+    @property
+    def spec(self) -> PartitionSpec:
+        return self.spec_by_id(self.default_spec_id)
+
+    def spec_by_id(self, spec_id: int) -> PartitionSpec:
+        for s in self.partition_specs:
+            if s.spec_id == spec_id:
+                return s
+        raise CorruptMetadataError(f"metadata names partition spec {spec_id}, which it does not contain")
+
+    @property
+    def sort_order(self) -> SortOrder:
+        for o in self.sort_orders:
+            if o.order_id == self.default_sort_order_id:
+                return o
+        raise CorruptMetadataError(f"missing sort order {self.default_sort_order_id}")
+
+    @property
+    def current_snapshot(self) -> Snapshot | None:
+        if self.current_snapshot_id is None:
+            return None
+        return self.snapshot_by_id(self.current_snapshot_id)
+
+    def snapshot_by_id(self, snapshot_id: int) -> Snapshot:
+        for s in self.snapshots:
+            if s.snapshot_id == snapshot_id:
+                return s
+        raise NoSuchSnapshotError(f"no snapshot {snapshot_id} in table {self.location}")
+
+    def snapshot_as_of(self, timestamp_ms: int) -> Snapshot:
+        """The snapshot that was current at ``timestamp_ms`` (READ-2)."""
+        best: LogEntry | None = None
+        for entry in self.snapshot_log:
+            if entry.timestamp_ms <= timestamp_ms:
+                best = entry
+        if best is None:
+            raise NoSuchSnapshotError(f"table {self.location} had no snapshot at or before {timestamp_ms} ms")
+        return self.snapshot_by_id(best.value)
+
+    def ancestors(self, snapshot_id: int | None) -> list[Snapshot]:
+        """The snapshot and its ancestors, newest first, as far as they are retained."""
+        by_id = {s.snapshot_id: s for s in self.snapshots}
+        out = []
+        while snapshot_id is not None and snapshot_id in by_id:
+            snap = by_id[snapshot_id]
+            out.append(snap)
+            snapshot_id = snap.parent_snapshot_id
+        return out
+
+    def property(self, name: str, default: str | None = None) -> str | None:
+        return self.properties.get(name, default)
+
+    # -- JSON ------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format-version": self.format_version,
+            "table-uuid": self.table_uuid,
+            "location": self.location,
+            "last-sequence-number": self.last_sequence_number,
+            "last-updated-ms": self.last_updated_ms,
+            "last-column-id": self.last_column_id,
+            "current-schema-id": self.current_schema_id,
+            "schemas": [s.to_json() for s in self.schemas],
+            "default-spec-id": self.default_spec_id,
+            "partition-specs": [s.to_json() for s in self.partition_specs],
+            "last-partition-id": self.last_partition_id,
+            "default-sort-order-id": self.default_sort_order_id,
+            "sort-orders": [o.to_json() for o in self.sort_orders],
+            "properties": dict(self.properties),
+            "current-snapshot-id": self.current_snapshot_id,
+            "snapshots": [s.to_json() for s in self.snapshots],
+            "snapshot-log": [{"timestamp-ms": e.timestamp_ms, "snapshot-id": e.value}
+                             for e in self.snapshot_log],
+            "metadata-log": [{"timestamp-ms": e.timestamp_ms, "metadata-file": e.value}
+                             for e in self.metadata_log],
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(obj: dict[str, Any]) -> TableMetadata:
+        if not isinstance(obj, dict):
+            raise CorruptMetadataError("table metadata must be a JSON object")
+        version = obj.get("format-version")
+        if version != FORMAT_VERSION:
+            raise CorruptMetadataError(f"unsupported format-version {version!r}; this reader knows 1 (META-1)")
+        try:
+            return TableMetadata(
+                format_version=version,
+                table_uuid=str(obj["table-uuid"]),
+                location=str(obj["location"]),
+                last_sequence_number=int(obj["last-sequence-number"]),
+                last_updated_ms=int(obj["last-updated-ms"]),
+                last_column_id=int(obj["last-column-id"]),
+                schemas=tuple(Schema.from_json(s) for s in obj["schemas"]),
+                current_schema_id=int(obj["current-schema-id"]),
+                partition_specs=tuple(PartitionSpec.from_json(s) for s in obj["partition-specs"]),
+                default_spec_id=int(obj["default-spec-id"]),
+                last_partition_id=int(obj["last-partition-id"]),
+                sort_orders=tuple(SortOrder.from_json(o) for o in obj["sort-orders"]),
+                default_sort_order_id=int(obj["default-sort-order-id"]),
+                properties={str(k): str(v) for k, v in obj.get("properties", {}).items()},
+                current_snapshot_id=obj.get("current-snapshot-id"),
+                snapshots=tuple(Snapshot.from_json(s) for s in obj.get("snapshots", [])),
+                snapshot_log=tuple(LogEntry(int(e["timestamp-ms"]), int(e["snapshot-id"]))
+                                   for e in obj.get("snapshot-log", [])),
+                metadata_log=tuple(LogEntry(int(e["timestamp-ms"]), str(e["metadata-file"]))
+                                   for e in obj.get("metadata-log", [])),
+            )
+        except CorruptMetadataError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptMetadataError(f"malformed table metadata: {type(exc).__name__}: {exc}") from exc
+
+    @staticmethod
+    def loads(text: str | bytes, *, source: str = "<memory>") -> TableMetadata:
+        try:
+            obj = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CorruptMetadataError(f"metadata file {source} is not valid JSON "
+                                       f"(truncated or corrupt): {exc}") from exc
+        try:
+            return TableMetadata.from_json(obj)
+        except CorruptMetadataError as exc:
+            raise CorruptMetadataError(f"metadata file {source}: {exc}") from exc
+
+
+def read_metadata(io: FileIO, location: str) -> TableMetadata:
+    """Read and validate a metadata JSON file; missing or corrupt files raise :class:`CorruptMetadataError`."""
+    try:
+        data = io.read_bytes(location)
+    except FileNotFoundError as exc:
+        raise CorruptMetadataError(f"metadata file {location} is missing") from exc
+    return TableMetadata.loads(data, source=location)

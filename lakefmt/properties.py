@@ -1,0 +1,69 @@
+"""Table properties: every name and default in one place (spec/metadata.md §Properties, META-12).
+
+Properties are strings in metadata. :func:`int_property` and friends parse them and
+refuse bad values with :class:`ValidationError` naming the property.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lakefmt.errors import ValidationError
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    default: int | float | str
+    minimum: float | None = None
+    maximum: float | None = None
+    doc: str = ""
+
+
+TARGET_FILE_SIZE = Property("write.target-file-size-bytes", 128 * MiB, 1, None,
+                            "Writers roll data files when this many bytes have been written.")
+COMPRESSION_LEVEL = Property("write.parquet.compression-level", 3, 1, 22, "ZSTD level of data files.")
+ROW_GROUP_ROWS = Property("write.parquet.row-group-rows", 1_048_576, 1, None, "Rows per Parquet row group.")
+COMMIT_RETRIES = Property("commit.retry.num-retries", 20, 0, 1000, "CAS retries before giving up.")
+COMMIT_MIN_WAIT_MS = Property("commit.retry.min-wait-ms", 5, 0, None, "First retry back-off.")
+COMMIT_MAX_WAIT_MS = Property("commit.retry.max-wait-ms", 2000, 0, None, "Largest retry back-off.")
+METADATA_PREVIOUS_MAX = Property("write.metadata.previous-versions-max", 100, 1, None,
+                                 "Entries kept in the metadata log.")
+MANIFEST_TARGET_SIZE = Property("write.manifest.target-size-bytes", 8 * MiB, 1, None,
+                                "Target size of manifests written by manifest compaction.")
+
+CORE_PROPERTIES = (TARGET_FILE_SIZE, COMPRESSION_LEVEL, ROW_GROUP_ROWS, COMMIT_RETRIES,
+                   COMMIT_MIN_WAIT_MS, COMMIT_MAX_WAIT_MS, METADATA_PREVIOUS_MAX, MANIFEST_TARGET_SIZE)
+
+
+def number_property(props: Mapping[str, str], prop: Property, override: float | None = None) -> float:
+    raw = override if override is not None else props.get(prop.name, prop.default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValidationError(f"property {prop.name} must be a number, got {raw!r}") from None
+    if value != value:  # NaN
+        raise ValidationError(f"property {prop.name} must be a number, got {raw!r}")
+    if prop.minimum is not None and value < prop.minimum:
+        raise ValidationError(f"property {prop.name} must be >= {prop.minimum:g}, got {raw!r}")
+    if prop.maximum is not None and value > prop.maximum:
+        raise ValidationError(f"property {prop.name} must be <= {prop.maximum:g}, got {raw!r}")
+    return value
+
+
+def int_property(props: Mapping[str, str], prop: Property, override: int | None = None) -> int:
+    value = number_property(props, prop, override)
+    if value != int(value):
+        raise ValidationError(f"property {prop.name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def validate_properties(props: Mapping[str, str], known: tuple[Property, ...] = CORE_PROPERTIES) -> None:
+    """Check every known property that is set; unknown names are allowed (META-12)."""
+    for prop in known:
+        if prop.name in props:
+            if isinstance(prop.default, (int, float)):
+                number_property(props, prop)

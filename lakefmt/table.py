@@ -1,0 +1,376 @@
+"""Table: the public face of one lakefmt table (reads, writes, schema changes, commits).
+
+Every change goes down the same path: build a :class:`~lakefmt.commit.FileChange`
+or a list of metadata updates, then :func:`~lakefmt.commit.commit_table` swaps the
+catalog pointer (spec/commits.md). Compaction and maintenance use the public
+methods of this class (``write_data_files``, ``commit_change``, ``commit_updates``),
+never the modules below it.
+
+Example:
+    >>> t = cat.load_table("artemis.downlinks")
+    >>> t.append(batch)                                        # one snapshot
+    >>> t.scan(filter="payload_id = 3", columns=["ts"]).to_arrow()
+    >>> t.delete(filter="payload_id = 7")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.commit import FileChange, SnapshotProducer, commit_table
+from lakefmt.errors import CommitStateUnknownError, SchemaError, ValidationError
+from lakefmt.evaluators import StrictMetricsEvaluator, to_arrow_expression
+from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, Expression, bind, to_expression
+from lakefmt.manifest import DataFile
+from lakefmt.metadata import Snapshot, TableMetadata
+from lakefmt.partitioning import PartitionSpec, parse_partition_by
+from lakefmt.properties import (
+    COMPRESSION_LEVEL, ROW_GROUP_ROWS, TARGET_FILE_SIZE, int_property, validate_properties,
+)
+from lakefmt.scan import DataScan, read_data_file
+from lakefmt.schema import Schema, SchemaEvolution
+from lakefmt.sorting import UNSORTED, SortOrder, parse_sort_by
+from lakefmt.updates import (
+    AddSchema, AssertCurrentSchema, RemoveProperties, Requirement, SetCurrentSchema, SetProperties, Update,
+)
+from lakefmt.write import WriteOptions, conform, write_data_files
+
+if TYPE_CHECKING:
+    from lakefmt.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One entry of the snapshot log: when a snapshot became current."""
+
+    made_current_at: datetime
+    snapshot_id: int
+    parent_snapshot_id: int | None
+    operation: str
+    is_current_ancestor: bool
+    summary: dict[str, str]
+
+
+def new_table_metadata(schema: pa.Schema | Schema, *, location: str, table_uuid: str,
+                       partition_by: Sequence[str], sort_by: Sequence[str],
+                       properties: dict[str, str]) -> TableMetadata:
+    """The first metadata of a new table (META-1..META-14)."""
+    if isinstance(schema, pa.Schema):
+        lake_schema = Schema.from_arrow(schema)
+    elif isinstance(schema, Schema):
+        lake_schema = schema
+    else:
+        raise SchemaError(f"schema must be a pyarrow.Schema or lakefmt.Schema, got {type(schema).__name__}")
+    if not lake_schema.fields:
+        raise SchemaError("a table needs at least one column")
+    if isinstance(partition_by, str) or isinstance(sort_by, str):
+        raise ValidationError("partition_by and sort_by take lists of strings, e.g. ['day(ts)']")
+    props = {str(k): str(v) for k, v in properties.items()}
+    validate_properties(props)
+    spec = parse_partition_by(list(partition_by), lake_schema)
+    order = parse_sort_by(list(sort_by), lake_schema)
+    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    return TableMetadata(
+        table_uuid=table_uuid, location=location, last_sequence_number=0, last_updated_ms=now,
+        last_column_id=lake_schema.highest_field_id, schemas=(lake_schema,),
+        current_schema_id=lake_schema.schema_id, partition_specs=(spec,), default_spec_id=spec.spec_id,
+        last_partition_id=max([999] + [f.field_id for f in spec.fields]),
+        sort_orders=(UNSORTED,) if order.is_unsorted else (UNSORTED, order),
+        default_sort_order_id=order.order_id, properties=props, current_snapshot_id=None, snapshots=(),
+        snapshot_log=(), metadata_log=(),
+    )
+
+
+class Table:
+    """A handle on one table; it caches the metadata it last saw (``refresh()`` re-reads it)."""
+
+    def __init__(self, catalog: Catalog, identifier: tuple[str, str], metadata: TableMetadata,
+                 metadata_location: str) -> None:
+        self.catalog = catalog
+        self.identifier = identifier
+        self.metadata = metadata
+        self.metadata_location = metadata_location
+
+    def __repr__(self) -> str:
+        return f"Table({self.name!r}, snapshot={self.metadata.current_snapshot_id})"
+
+    # -- what the table is -------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return ".".join(self.identifier)
+
+    @property
+    def io(self) -> Any:
+        return self.catalog.io
+
+    @property
+    def location(self) -> str:
+        return self.metadata.location
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.metadata.properties)
+
+    def schema(self) -> Schema:
+        return self.metadata.schema
+
+    def arrow_schema(self) -> pa.Schema:
+        return pa.schema([pa.field(f.name, f.type.to_arrow(), nullable=not f.required)
+                          for f in self.metadata.schema.fields])
+
+    def spec(self) -> PartitionSpec:
+        return self.metadata.spec
+
+    def sort_order(self) -> SortOrder:
+        return self.metadata.sort_order
+
+    def refresh(self) -> Table:
+        location = self.catalog.current_metadata_location(self.identifier)
+        if location != self.metadata_location:
+            from lakefmt.metadata import read_metadata
+            self.metadata, self.metadata_location = read_metadata(self.io, location), location
+        return self
+
+    def current_snapshot(self) -> Snapshot | None:
+        return self.metadata.current_snapshot
+
+    def snapshots(self) -> list[Snapshot]:
+        return list(self.metadata.snapshots)
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        return self.metadata.snapshot_by_id(snapshot_id)
+
+    def history(self) -> list[HistoryEntry]:
+        """When each snapshot became current, oldest first."""
+        ancestors = {s.snapshot_id for s in self.metadata.ancestors(self.metadata.current_snapshot_id)}
+        out = []
+        for entry in self.metadata.snapshot_log:
+            try:
+                snap = self.metadata.snapshot_by_id(entry.value)
+            except KeyError:
+                continue
+            out.append(HistoryEntry(datetime.fromtimestamp(entry.timestamp_ms / 1000, timezone.utc),
+                                    snap.snapshot_id, snap.parent_snapshot_id, snap.operation,
+                                    snap.snapshot_id in ancestors, dict(snap.summary)))
+        return out
+
+    # -- reading -----------------------------------------------------------------
+    def scan(self, filter: str | Expression | None = None, columns: Sequence[str] | None = None, *,
+             snapshot_id: int | None = None, as_of: datetime | None = None) -> DataScan:
+        """A scan of the current snapshot, or of ``snapshot_id`` / the snapshot current ``as_of``."""
+        return DataScan.create(self.io, self.metadata, filter=filter, columns=columns,
+                               snapshot_id=snapshot_id, as_of=as_of)
+
+    def plan_files(self, filter: str | Expression | None = None, *, snapshot_id: int | None = None,
+                   as_of: datetime | None = None) -> list[DataFile]:
+        """The data files a scan with ``filter`` would read (from manifests only)."""
+        return self.scan(filter, snapshot_id=snapshot_id, as_of=as_of).plan_files()
+
+    # -- writing -----------------------------------------------------------------
+    def write_options(self, *, kind: str = "part", target_file_size: int | None = None,
+                      compression_level: int | None = None) -> WriteOptions:
+        props = self.metadata.properties
+        return WriteOptions(
+            target_file_size=int_property(props, TARGET_FILE_SIZE, target_file_size),
+            compression_level=int_property(props, COMPRESSION_LEVEL, compression_level),
+            row_group_rows=int_property(props, ROW_GROUP_ROWS),
+            kind=kind,
+        )
+
+    def write_data_files(self, data: Any, *, kind: str = "part", target_file_size: int | None = None,
+                         compression_level: int | None = None) -> list[DataFile]:
+        """Write ``data`` as data files of this table without committing them (WRITE-1..WRITE-6)."""
+        options = self.write_options(kind=kind, target_file_size=target_file_size,
+                                     compression_level=compression_level)
+        table = conform(data, self.metadata.schema)
+        return write_data_files(self.io, self.location, table, self.metadata.schema, self.metadata.spec,
+                                self.metadata.sort_order, options)
+
+    def append(self, data: Any, *, summary: dict[str, str] | None = None) -> Snapshot:
+        """Add rows as one new snapshot (fast append, COMMIT-8). Appends never conflict."""
+        files = self.write_data_files(data)
+        return self.commit_change(FileChange("append", added=files, summary=dict(summary or {})),
+                                  cleanup_on_failure=files)
+
+    def overwrite(self, data: Any, filter: str | Expression | None = None, *,
+                  summary: dict[str, str] | None = None) -> Snapshot:
+        """Replace the rows matching ``filter`` (all rows if None) by ``data``, in one snapshot (COMMIT-12).
+
+        Every new row must satisfy the filter, otherwise :class:`ValidationError` is raised
+        before anything is written.
+        """
+        bound = bind(to_expression(filter), self.metadata.schema)
+        table = conform(data, self.metadata.schema)
+        if not isinstance(bound, AlwaysTrue) and table.num_rows:
+            matching = table.filter(to_arrow_expression(bound, self._name_of)).num_rows
+            if matching != table.num_rows:
+                raise ValidationError(f"{table.num_rows - matching} of {table.num_rows} new rows do not match "
+                                      f"the overwrite filter {filter!r}")
+        removed, kept_rows = self._plan_removal(bound)
+        options = self.write_options()
+        schema, spec, order = self.metadata.schema, self.metadata.spec, self.metadata.sort_order
+        added = write_data_files(self.io, self.location, table, schema, spec, order, options)
+        added += write_data_files(self.io, self.location, kept_rows, schema, spec, order, options)
+        change = FileChange("overwrite", added=added, removed=removed,
+                            planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
+                            summary=dict(summary or {}))
+        return self.commit_change(change, cleanup_on_failure=added)
+
+    def delete(self, filter: str | Expression, *, summary: dict[str, str] | None = None) -> Snapshot | None:
+        """Delete the rows matching ``filter`` (copy-on-write, COMMIT-12); None if nothing matched."""
+        if filter is None:
+            raise ValidationError("delete needs a filter; use overwrite(empty_table) to remove every row")
+        bound = bind(to_expression(filter), self.metadata.schema)
+        removed, kept_rows = self._plan_removal(bound)
+        if not removed:
+            return None
+        added = write_data_files(self.io, self.location, kept_rows, self.metadata.schema, self.metadata.spec,
+                                 self.metadata.sort_order, self.write_options())
+        change = FileChange("delete", added=added, removed=removed,
+                            planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
+                            summary=dict(summary or {}))
+        return self.commit_change(change, cleanup_on_failure=added)
+
+    def _plan_removal(self, bound: Any) -> tuple[list[DataFile], pa.Table]:
+        """Files to drop whole, and the surviving rows of partly matching files (COMMIT-12)."""
+        schema = self.metadata.schema
+        scan = DataScan(self.io, self.metadata, self.metadata.current_snapshot, schema, bound)
+        strict = StrictMetricsEvaluator(bound, schema)
+        removed: list[DataFile] = []
+        kept: list[pa.Table] = []
+        match = to_arrow_expression(bound, self._name_of)
+        keep_expr = pc.invert(pc.coalesce(match, pa.scalar(False)))
+        for task in scan.plan().tasks:
+            f = task.data_file
+            if strict.must_match(f, self.metadata.spec_by_id(f.spec_id)):
+                removed.append(f)
+                continue
+            rows = read_data_file(self.io, task.location, schema, schema, bind(ALWAYS_TRUE, schema))
+            survivors = rows.filter(keep_expr)
+            if survivors.num_rows == rows.num_rows:
+                continue  # nothing in this file matches
+            removed.append(f)
+            if survivors.num_rows:
+                kept.append(survivors)
+        empty = self.arrow_schema().empty_table()
+        kept_table = pa.concat_tables(kept) if kept else empty
+        return removed, conform(kept_table, schema) if kept else conform(empty, schema)
+
+    def _name_of(self, field_id: int) -> str | None:
+        field = self.metadata.schema.field_by_id(field_id)
+        return field.name if field else None
+
+    # -- the public commit API -------------------------------------------------------
+    def commit_change(self, change: FileChange, *, cleanup_on_failure: Sequence[DataFile] = ()) -> Snapshot:
+        """Commit a change of the file set as one snapshot, retrying on lost races (COMMIT-1..7).
+
+        On failure the files named in ``cleanup_on_failure`` are deleted, unless the
+        outcome of the swap is unknown (COMMIT-11).
+        """
+        producer = SnapshotProducer(self.io, self.location, change)
+        try:
+            self.metadata, self.metadata_location = commit_table(
+                self.catalog, self.identifier, (self.metadata, self.metadata_location), producer.build,
+                operation=change.operation, snapshot_id=None, summary={"operation": change.operation})
+        except CommitStateUnknownError:
+            raise
+        except BaseException:
+            producer.cleanup()
+            self.io.delete_many([f"{self.location}/{f.path}" for f in cleanup_on_failure])
+            raise
+        snapshot = self.metadata.current_snapshot
+        assert snapshot is not None
+        return snapshot
+
+    def commit_updates(self, updates: Sequence[Update], *, requirements: Sequence[Requirement] = (),
+                       operation: str = "update") -> TableMetadata:
+        """Commit metadata-only updates (schema, properties, snapshot pointer) guarded by requirements."""
+        def build(base: TableMetadata) -> tuple[list[Update], list[str]]:
+            for requirement in requirements:
+                requirement.check(base)
+            return list(updates), []
+
+        self.metadata, self.metadata_location = commit_table(
+            self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation)
+        return self.metadata
+
+    # -- schema and properties ---------------------------------------------------------
+    def update_schema(self) -> SchemaUpdate:
+        """Change columns by field id; commit on leaving the ``with`` block or by ``commit()``."""
+        return SchemaUpdate(self)
+
+    def set_properties(self, **properties: Any) -> None:
+        props = {k.replace("__", "."): str(v) for k, v in properties.items()}
+        validate_properties({**self.metadata.properties, **props})
+        self.commit_updates([SetProperties(tuple(props.items()))], operation="set-properties")
+
+    def set_property(self, name: str, value: Any) -> None:
+        validate_properties({**self.metadata.properties, name: str(value)})
+        self.commit_updates([SetProperties(((name, str(value)),))], operation="set-properties")
+
+    def remove_properties(self, *names: str) -> None:
+        self.commit_updates([RemoveProperties(tuple(names))], operation="remove-properties")
+
+
+class SchemaUpdate:
+    """Pending schema changes of a table (SCHEMA-5, SCHEMA-6).
+
+    Example:
+        >>> with t.update_schema() as u:
+        ...     u.add_column("quality", pa.float32()).rename_column("value", "reading")
+    """
+
+    def __init__(self, table: Table) -> None:
+        self._table = table
+        meta = table.metadata
+        self._base_id = meta.current_schema_id
+        self._evolution = SchemaEvolution(meta.schema, last_column_id=meta.last_column_id)
+        for spec in meta.partition_specs:
+            for pf in spec.fields:
+                self._evolution.protect(pf.source_id, f"partition field {pf.name!r} is derived from it")
+        for order in meta.sort_orders:
+            for sf in order.fields:
+                self._evolution.protect(sf.source_id, "the table's sort order uses it")
+
+    def add_column(self, name: str, dtype: Any, *, doc: str | None = None) -> SchemaUpdate:
+        self._evolution.add_column(name, dtype, doc=doc)
+        return self
+
+    def rename_column(self, old: str, new: str) -> SchemaUpdate:
+        self._evolution.rename_column(old, new)
+        return self
+
+    def drop_column(self, name: str) -> SchemaUpdate:
+        self._evolution.drop_column(name)
+        return self
+
+    def widen_column(self, name: str, dtype: Any) -> SchemaUpdate:
+        self._evolution.widen_column(name, dtype)
+        return self
+
+    def make_optional(self, name: str) -> SchemaUpdate:
+        self._evolution.make_optional(name)
+        return self
+
+    def commit(self) -> Schema:
+        meta = self._table.metadata
+        new_id = max(s.schema_id for s in meta.schemas) + 1
+        schema = self._evolution.result(new_id)
+        self._table.commit_updates(
+            [AddSchema(schema, self._evolution.last_column_id), SetCurrentSchema(new_id)],
+            requirements=[AssertCurrentSchema(self._base_id)], operation="update-schema")
+        return schema
+
+    def __enter__(self) -> SchemaUpdate:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.commit()
+
