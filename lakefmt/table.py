@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.commit import FileChange, SnapshotProducer, commit_table
+from lakefmt.commit import Build, FileChange, SnapshotProducer, commit_table
 from lakefmt.errors import CommitStateUnknownError, SchemaError, ValidationError
 from lakefmt.evaluators import StrictMetricsEvaluator, to_arrow_expression
 from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, Expression, bind, to_expression
@@ -296,6 +296,14 @@ class Table:
                 requirement.check(base)
             return list(updates), []
 
+        self.metadata, self.metadata_location = commit_table(
+            self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation)
+        return self.metadata
+
+    def commit_build(self, build: Build, *, operation: str) -> TableMetadata:
+        """Commit whatever ``build(base) -> (updates, files written)`` produces, rebuilding on a new base
+        when another writer got there first (COMMIT-1..6). Used for metadata-only snapshots such as
+        manifest rewrites."""
         self.metadata, self.metadata_location = commit_table(
             self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation)
         return self.metadata

@@ -168,31 +168,94 @@ def _run_starts(table: pa.Table, names: list[str]) -> list[int]:
 def _write_partition(io: FileIO, location: str, rows: pa.Table, values: tuple[Any, ...], prefix: str,
                      stem: str, schema: Schema, spec: PartitionSpec, sort_order: SortOrder,
                      options: WriteOptions) -> list[DataFile]:
-    files = []
-    offset, counter = 0, 0
-    arrow_schema = schema.to_arrow()
-    bytes_per_row: float | None = None
-    while offset < rows.num_rows:
-        rel = "/".join(p for p in ("data", prefix, f"{stem}-{counter:05d}.parquet") if p)
-        counter += 1
-        with io.open_output(f"{location}/{rel}") as sink:
-            writer = pq.ParquetWriter(sink, arrow_schema, compression="zstd",
-                                      compression_level=options.compression_level, write_statistics=True)
-            written = 0
-            while offset < rows.num_rows:
-                chunk_rows = _next_chunk_rows(rows, offset, options, sink.tell(), bytes_per_row)
-                writer.write_table(rows.slice(offset, chunk_rows), row_group_size=options.row_group_rows)
-                offset += chunk_rows
-                written += chunk_rows
-                bytes_per_row = max(sink.tell(), 1) / written
-                if sink.tell() >= options.target_file_size:
-                    break
-            writer.close()
-            size = sink.tell()
-            footer = writer.writer.metadata
-        files.append(data_file_from_footer(rel, values, size, footer, schema, spec,
-                                           None if sort_order.is_unsorted else sort_order.order_id))
-    return files
+    writer = RollingFileWriter(io, location, schema, spec, values, options,
+                               sort_order_id=None if sort_order.is_unsorted else sort_order.order_id,
+                               prefix=prefix, stem=stem)
+    writer.write(rows)
+    return writer.close()
+
+
+class RollingFileWriter:
+    """Writes rows of one partition into data files that roll at the target size (WRITE-5).
+
+    Rows may arrive in any number of ``write`` calls (a stream of batches); the
+    writer never holds more than one chunk. ``close()`` returns the files written,
+    each described from its own footer (WRITE-6).
+
+    Example:
+        >>> w = RollingFileWriter(io, location, schema, spec, partition, options)
+        >>> for batch in batches: w.write(batch)
+        >>> files = w.close()
+    """
+
+    def __init__(self, io: FileIO, location: str, schema: Schema, spec: PartitionSpec,
+                 partition: tuple[Any, ...], options: WriteOptions, *, sort_order_id: int | None = None,
+                 prefix: str | None = None, stem: str | None = None) -> None:
+        self.io, self.location, self.schema, self.spec = io, location, schema, spec
+        self.partition, self.options, self.sort_order_id = partition, options, sort_order_id
+        self.prefix = prefix if prefix is not None else (
+            "" if spec.is_unpartitioned else spec.partition_path(partition, schema))
+        self.stem = stem or f"{options.kind}-{uuid.uuid4().hex}"
+        self._arrow_schema = schema.to_arrow()
+        self._counter = 0
+        self._sink: Any = None
+        self._writer: pq.ParquetWriter | None = None
+        self._rel = ""
+        self._rows_in_file = 0
+        self._bytes_per_row: float | None = None
+        self.files: list[DataFile] = []
+        self.paths_started: list[str] = []
+
+    def write(self, rows: pa.Table | pa.RecordBatch) -> None:
+        if isinstance(rows, pa.RecordBatch):
+            rows = pa.Table.from_batches([rows])
+        offset = 0
+        while offset < rows.num_rows:
+            if self._writer is None:
+                self._open()
+            written_bytes = self._sink.tell()
+            chunk = _next_chunk_rows(rows, offset, self.options, written_bytes, self._bytes_per_row)
+            self._writer.write_table(rows.slice(offset, chunk), row_group_size=self.options.row_group_rows)
+            offset += chunk
+            self._rows_in_file += chunk
+            self._bytes_per_row = max(self._sink.tell(), 1) / self._rows_in_file
+            if self._sink.tell() >= self.options.target_file_size:
+                self._finish()
+
+    def _open(self) -> None:
+        self._rel = "/".join(p for p in ("data", self.prefix, f"{self.stem}-{self._counter:05d}.parquet") if p)
+        self._counter += 1
+        self.paths_started.append(f"{self.location}/{self._rel}")
+        self._sink = self.io.open_output(f"{self.location}/{self._rel}")
+        self._writer = pq.ParquetWriter(self._sink, self._arrow_schema, compression="zstd",
+                                        compression_level=self.options.compression_level, write_statistics=True)
+        self._rows_in_file = 0
+
+    def _finish(self) -> None:
+        assert self._writer is not None
+        self._writer.close()
+        size = self._sink.tell()
+        footer = self._writer.writer.metadata
+        self._sink.close()
+        self._writer, self._sink = None, None
+        self.files.append(data_file_from_footer(self._rel, self.partition, size, footer, self.schema, self.spec,
+                                                self.sort_order_id))
+
+    def close(self) -> list[DataFile]:
+        if self._writer is not None:
+            self._finish()
+        return self.files
+
+    def abort(self) -> None:
+        """Close and delete everything this writer started (nothing was committed)."""
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except Exception:  # noqa: BLE001 - best effort; the files are deleted next
+                pass
+            self._writer, self._sink = None, None
+        self.io.delete_many(self.paths_started)
 
 
 def _next_chunk_rows(rows: pa.Table, offset: int, options: WriteOptions, written_bytes: int,
