@@ -24,10 +24,12 @@ from lakefmt.expressions import BoundExpression
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
 from lakefmt.manifest_cache import read_entries
-from lakefmt.manifest_io import decode_bound, read_manifest_list, write_manifest, write_manifest_list
+from lakefmt.manifest_cache import read_list, remember_entries, remember_list
+from lakefmt.manifest_io import decode_bound, write_manifest, write_manifest_list
 from lakefmt.metadata import Operation, Snapshot, TableMetadata, read_metadata
 from lakefmt.properties import (
-    COMMIT_MAX_WAIT_MS, COMMIT_MIN_WAIT_MS, COMMIT_RETRIES, METADATA_PREVIOUS_MAX, int_property,
+    COMMIT_MAX_WAIT_MS, COMMIT_MIN_WAIT_MS, COMMIT_RETRIES, MANIFEST_MIN_MERGE_COUNT, MANIFEST_TARGET_SIZE,
+    METADATA_PREVIOUS_MAX, int_property,
 )
 from lakefmt.updates import AddSnapshot, Requirement, SetCurrentSnapshot, Update, apply_updates
 
@@ -82,7 +84,7 @@ class SnapshotProducer:
             manifests.append(replace(self._write_added_manifest(base), added_snapshot_id=self.snapshot_id,
                                      sequence_number=sequence))
         current = base.current_snapshot
-        base_manifests = read_manifest_list(self.io, self._abs(current.manifest_list)) if current else []
+        base_manifests = read_list(self.io, self._abs(current.manifest_list)) if current else []
         # A manifest left with no live entries by an earlier snapshot is dropped (ML-6).
         base_manifests = [m for m in base_manifests if m.live_files_count > 0]
         if self.change.removed:
@@ -91,8 +93,12 @@ class SnapshotProducer:
             written += new_files
         else:
             manifests += base_manifests
+        if self.change.operation == "append":
+            manifests, new_files = self._merge_small_manifests(base, manifests, sequence)
+            written += new_files
         list_rel = f"metadata/snap-{self.snapshot_id}-{uuid.uuid4().hex}.manifest-list.parquet"
         write_manifest_list(self.io, self._abs(list_rel), manifests)
+        remember_list(self.io, self._abs(list_rel), manifests)
         written.append(self._abs(list_rel))
         snapshot = Snapshot(
             snapshot_id=self.snapshot_id,
@@ -121,7 +127,46 @@ class SnapshotProducer:
             entries = [ManifestEntry(EntryStatus.ADDED, f) for f in self.change.added]
             self._added_manifest = write_manifest(self.io, self._abs(rel), rel, entries, spec, base.schema,
                                                   snapshot_id=self.snapshot_id, sequence_number=0)
+            remember_entries(self.io, self._abs(rel), entries)
         return self._added_manifest
+
+    def _merge_small_manifests(self, base: TableMetadata, manifests: list[ManifestFile], sequence: int
+                               ) -> tuple[list[ManifestFile], list[str]]:
+        """Keep the manifest list short on append-heavy tables (COMMIT-8, ML-7).
+
+        When more than ``commit.manifest.min-count-to-merge`` manifests of one spec are
+        smaller than ``write.manifest.target-size-bytes``, they are merged into one: a
+        fast append stays cheap however many commits came before.
+        """
+        min_count = int_property(base.properties, MANIFEST_MIN_MERGE_COUNT)
+        target = int_property(base.properties, MANIFEST_TARGET_SIZE)
+        if min_count == 0 or len(manifests) <= min_count:
+            return manifests, []
+        small_by_spec: dict[int, list[ManifestFile]] = {}
+        for m in manifests:
+            if m.length < target:
+                small_by_spec.setdefault(m.spec_id, []).append(m)
+        out, written = list(manifests), []
+        for spec_id, small in small_by_spec.items():
+            if len(small) <= min_count:
+                continue
+            entries: list[ManifestEntry] = []
+            for m, m_entries in zip(small, _read_many(self.io, self.location, small, base)):
+                for e in m_entries:
+                    if not e.is_live:
+                        continue
+                    if e.snapshot_id == self.snapshot_id and e.status == EntryStatus.ADDED:
+                        entries.append(replace(e, snapshot_id=None, sequence_number=None))
+                    else:
+                        entries.append(replace(e, status=EntryStatus.EXISTING))
+            rel = f"metadata/m-{uuid.uuid4().hex}.manifest.parquet"
+            merged = write_manifest(self.io, self._abs(rel), rel, entries, base.spec_by_id(spec_id),
+                                    base.schema, snapshot_id=self.snapshot_id, sequence_number=sequence)
+            remember_entries(self.io, self._abs(rel), entries)
+            written.append(self._abs(rel))
+            merged_paths = {m.path for m in small}
+            out = [merged] + [m for m in out if m.path not in merged_paths]
+        return out, written
 
     def _remove_files(self, base: TableMetadata, manifests: list[ManifestFile], sequence: int
                       ) -> tuple[list[ManifestFile], list[str]]:
@@ -178,7 +223,7 @@ class SnapshotProducer:
         schema = base.schema
         metrics = MetricsEvaluator(self.change.conflict_filter, schema)
         for snap in newer:
-            manifests = [m for m in read_manifest_list(self.io, self._abs(snap.manifest_list))
+            manifests = [m for m in read_list(self.io, self._abs(snap.manifest_list))
                          if m.added_snapshot_id == snap.snapshot_id and m.added_files_count > 0]
             for m, entries in zip(manifests, _read_many(self.io, self.location, manifests, base)):
                 partitions = PartitionEvaluator(self.change.conflict_filter, base.spec_by_id(m.spec_id), schema)

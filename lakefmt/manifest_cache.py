@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 from lakefmt.io import FileIO
 from lakefmt.manifest import ManifestEntry, ManifestFile
-from lakefmt.manifest_io import read_manifest
+from lakefmt.manifest_io import read_manifest, read_manifest_list
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
 
@@ -44,8 +44,44 @@ def read_entries(io: FileIO, location: str, manifest: ManifestFile, spec: Partit
     return [e.inherit(manifest.added_snapshot_id, manifest.sequence_number) for e in raw]
 
 
+def remember_entries(io: FileIO, location: str, raw: list[ManifestEntry]) -> None:
+    """Seed the cache with a manifest this process just wrote (entries as written, not inherited)."""
+    global _cached_entries
+    key = f"{id(io.fs)}:{location}"
+    with _lock:
+        if key not in _cache:
+            _cache[key] = list(raw)
+            _cached_entries += len(raw)
+
+
+_lists: OrderedDict[str, list[ManifestFile]] = OrderedDict()
+MAX_CACHED_LISTS = 64
+
+
+def read_list(io: FileIO, location: str) -> list[ManifestFile]:
+    """A manifest list, from the cache when this process has read or written it before."""
+    key = f"{id(io.fs)}:{location}"
+    with _lock:
+        cached = _lists.get(key)
+        if cached is not None:
+            _lists.move_to_end(key)
+            return list(cached)
+    manifests = read_manifest_list(io, location)
+    remember_list(io, location, manifests)
+    return list(manifests)
+
+
+def remember_list(io: FileIO, location: str, manifests: list[ManifestFile]) -> None:
+    key = f"{id(io.fs)}:{location}"
+    with _lock:
+        _lists[key] = list(manifests)
+        while len(_lists) > MAX_CACHED_LISTS:
+            _lists.popitem(last=False)
+
+
 def clear() -> None:
     global _cached_entries
     with _lock:
         _cache.clear()
+        _lists.clear()
         _cached_entries = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from lakefmt.errors import CorruptMetadataError, NoSuchSnapshotError
@@ -47,6 +48,11 @@ class Snapshot:
             "manifest-list": self.manifest_list,
             "schema-id": self.schema_id,
         }
+
+    @cached_property
+    def json_text(self) -> str:
+        """The snapshot's JSON, serialized once: snapshots are immutable (SNAP-1)."""
+        return json.dumps(self.to_json(), separators=(",", ":"))
 
     @staticmethod
     def from_json(obj: dict[str, Any]) -> Snapshot:
@@ -182,7 +188,13 @@ class TableMetadata:
         }
 
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), separators=(",", ":"))
+        """Compact JSON text. Snapshots are spliced in from their cached text, so writing a
+        new version costs little more than copying the bytes of the old one."""
+        obj = self.to_json()
+        obj["snapshots"] = []
+        text = json.dumps(obj, separators=(",", ":"))
+        snapshots = ",".join(s.json_text for s in self.snapshots)
+        return text.replace('"snapshots":[]', f'"snapshots":[{snapshots}]', 1)
 
     @staticmethod
     def from_json(obj: dict[str, Any]) -> TableMetadata:

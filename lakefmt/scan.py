@@ -29,8 +29,7 @@ from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEva
 from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, BoundExpression, Expression, bind, referenced_field_ids, to_expression
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, ManifestFile
-from lakefmt.manifest_cache import read_entries
-from lakefmt.manifest_io import read_manifest_list
+from lakefmt.manifest_cache import read_entries, read_list
 from lakefmt.metadata import Snapshot, TableMetadata
 from lakefmt.schema import Schema, arrow_field_id
 
@@ -117,7 +116,7 @@ class DataScan:
         if self.snapshot is None:
             return ScanPlan([], 0, 0, 0)
         location = self.metadata.location
-        manifests = read_manifest_list(self.io, f"{location}/{self.snapshot.manifest_list}")
+        manifests = read_list(self.io, f"{location}/{self.snapshot.manifest_list}")
         evaluators: dict[int, ManifestEvaluator] = {}
         selected: list[ManifestFile] = []
         for m in manifests:
