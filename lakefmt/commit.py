@@ -323,7 +323,7 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                     updates, attempt_files = build(base)
                 prepared = None
                 new_meta = apply_updates(base, updates, timestamp_ms=int(time.time() * 1000),
-                                         previous_location=current,
+                                         previous_location=relative_to(base.location, current),
                                          metadata_log_max=int_property(base.properties, METADATA_PREVIOUS_MAX))
                 new_location = f"{base.location}/metadata/v{_version(current) + 1:06d}-{uuid.uuid4()}.metadata.json"
                 io.write_bytes(new_location, new_meta.dumps().encode())
@@ -342,6 +342,12 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
         time.sleep(min(wait_ms, max_wait_ms) / 1000 * (0.5 + random.random()))
         wait_ms = max(1, wait_ms * 2)
     raise CommitError(f"commit to {namespace}.{name} lost the race {retries + 1} times; giving up")
+
+
+def relative_to(location: str, path: str) -> str:
+    """``path`` relative to the table location, as every path in metadata is (LAYOUT-2)."""
+    prefix = location.rstrip("/") + "/"
+    return path[len(prefix):] if path.startswith(prefix) else path
 
 
 def _version(metadata_location: str) -> int:

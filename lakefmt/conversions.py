@@ -125,10 +125,14 @@ def from_bytes(ltype: LakeType, data: bytes) -> Any:
     if name in ("int", "date"):
         return struct.unpack("<i", data)[0]
     if name in ("long", "time", "timestamp", "timestamptz"):
+        if name == "long" and len(data) == 4:  # written while the column was an int (SCHEMA-6, TYPE-6)
+            return struct.unpack("<i", data)[0]
         return struct.unpack("<q", data)[0]
     if name == "float":
         return struct.unpack("<f", data)[0]
     if name == "double":
+        if len(data) == 4:  # written while the column was a float (SCHEMA-6, TYPE-6)
+            return struct.unpack("<f", data)[0]
         return struct.unpack("<d", data)[0]
     if name == "string":
         return data.decode("utf-8")

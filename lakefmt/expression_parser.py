@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -338,9 +339,13 @@ def _literal_sql(value: Any) -> str:
         return f"DATE '{value.isoformat()}'"
     if isinstance(value, dt.time):
         return f"TIME '{value.isoformat()}'"
-    if isinstance(value, bytes):
-        return repr(value)
-    return str(value) if not isinstance(value, float) else repr(value)
+    if isinstance(value, float):
+        text = repr(value)  # keep an exponent so the text parses back as a float
+        return text if "e" in text or not math.isfinite(value) else text + "e0"
+    if isinstance(value, decimal.Decimal):
+        text = format(value, "f")
+        return text if "." in text else text + ".0"
+    return repr(value) if isinstance(value, bytes) else str(value)
 
 
 def leaf_sql(op: str, column: str, literals: tuple[Any, ...]) -> str:
