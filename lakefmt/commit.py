@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from lakefmt.errors import CommitConflictError, CommitError, CommitStateUnknownError
 from lakefmt.evaluators import MetricsEvaluator, PartitionEvaluator
 from lakefmt.expressions import BoundExpression
+from lakefmt.hooks import checkpoint
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
 from lakefmt.manifest_cache import read_entries
@@ -60,8 +61,9 @@ class FileChange:
 class SnapshotProducer:
     """Builds one new snapshot for a :class:`FileChange` on whatever base is current (COMMIT-3..6)."""
 
-    def __init__(self, io: FileIO, location: str, change: FileChange) -> None:
+    def __init__(self, io: FileIO, location: str, change: FileChange, *, token: str | None = None) -> None:
         self.io = io
+        self.token = token
         self.location = location
         self.change = change
         self.snapshot_id = new_snapshot_id()
@@ -69,6 +71,10 @@ class SnapshotProducer:
 
     def _abs(self, rel: str) -> str:
         return f"{self.location}/{rel}"
+
+    def _unique(self) -> str:
+        """Unique part of a metadata file name, carrying the writer token (LAYOUT-5, CAT-10)."""
+        return f"{self.token}-{uuid.uuid4().hex[:16]}" if self.token else uuid.uuid4().hex
 
     def build(self, base: TableMetadata) -> tuple[list[Update], list[str]]:
         """Updates that apply the change to ``base``, and the files this attempt wrote."""
@@ -96,9 +102,11 @@ class SnapshotProducer:
         if self.change.operation == "append":
             manifests, new_files = self._merge_small_manifests(base, manifests, sequence)
             written += new_files
-        list_rel = f"metadata/snap-{self.snapshot_id}-{uuid.uuid4().hex}.manifest-list.parquet"
+        checkpoint("after-manifests")
+        list_rel = f"metadata/snap-{self.snapshot_id}-{self._unique()}.manifest-list.parquet"
         write_manifest_list(self.io, self._abs(list_rel), manifests)
         remember_list(self.io, self._abs(list_rel), manifests)
+        checkpoint("after-manifest-list")
         written.append(self._abs(list_rel))
         snapshot = Snapshot(
             snapshot_id=self.snapshot_id,
@@ -122,7 +130,7 @@ class SnapshotProducer:
     def _write_added_manifest(self, base: TableMetadata) -> ManifestFile:
         """Written once and reused by every retry: its entries inherit ids (MAN-5, COMMIT-8)."""
         if self._added_manifest is None:
-            rel = f"metadata/m-{uuid.uuid4().hex}.manifest.parquet"
+            rel = f"metadata/m-{self._unique()}.manifest.parquet"
             spec = base.spec_by_id(self.change.added[0].spec_id)
             entries = [ManifestEntry(EntryStatus.ADDED, f) for f in self.change.added]
             self._added_manifest = write_manifest(self.io, self._abs(rel), rel, entries, spec, base.schema,
@@ -159,7 +167,7 @@ class SnapshotProducer:
                         entries.append(replace(e, snapshot_id=None, sequence_number=None))
                     else:
                         entries.append(replace(e, status=EntryStatus.EXISTING))
-            rel = f"metadata/m-{uuid.uuid4().hex}.manifest.parquet"
+            rel = f"metadata/m-{self._unique()}.manifest.parquet"
             merged = write_manifest(self.io, self._abs(rel), rel, entries, base.spec_by_id(spec_id),
                                     base.schema, snapshot_id=self.snapshot_id, sequence_number=sequence)
             remember_entries(self.io, self._abs(rel), entries)
@@ -193,7 +201,7 @@ class SnapshotProducer:
                     new_entries.append(replace(e, status=EntryStatus.DELETED, snapshot_id=self.snapshot_id))
                 else:
                     new_entries.append(replace(e, status=EntryStatus.EXISTING))
-            rel = f"metadata/m-{uuid.uuid4().hex}.manifest.parquet"
+            rel = f"metadata/m-{self._unique()}.manifest.parquet"
             spec = base.spec_by_id(m.spec_id)
             out.append(write_manifest(self.io, self._abs(rel), rel, new_entries, spec, base.schema,
                                       snapshot_id=self.snapshot_id, sequence_number=sequence))
@@ -287,7 +295,7 @@ def _read_many(io: FileIO, location: str, manifests: list[ManifestFile], base: T
 
 def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[TableMetadata, str],
                  build: Build, *, operation: str, snapshot_id: int | None = None,
-                 summary: dict[str, Any] | None = None) -> tuple[TableMetadata, str]:
+                 summary: dict[str, Any] | None = None, token: str | None = None) -> tuple[TableMetadata, str]:
     """Run the commit protocol (COMMIT-1..6) and return the new metadata and its location.
 
     ``build`` is called with a base and returns the updates and the files it wrote
@@ -325,18 +333,22 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                 new_meta = apply_updates(base, updates, timestamp_ms=int(time.time() * 1000),
                                          previous_location=relative_to(base.location, current),
                                          metadata_log_max=int_property(base.properties, METADATA_PREVIOUS_MAX))
-                new_location = f"{base.location}/metadata/v{_version(current) + 1:06d}-{uuid.uuid4()}.metadata.json"
+                unique = f"{token}-{uuid.uuid4().hex[:16]}" if token else str(uuid.uuid4())
+                new_location = f"{base.location}/metadata/v{_version(current) + 1:06d}-{unique}.metadata.json"
                 io.write_bytes(new_location, new_meta.dumps().encode())
                 attempt_files.append(new_location)
+                checkpoint("after-metadata-file")
             except BaseException:
                 io.delete_many(attempt_files)
                 raise
+            checkpoint("before-swap")
             try:
                 swapped = session.compare_and_swap(namespace, name, current, new_location, operation=operation,
                                                    snapshot_id=snapshot_id, summary=summary or {})
             except Exception as exc:  # the outcome of the swap is unknown: keep every file (COMMIT-11)
                 raise CommitStateUnknownError(f"catalog swap for {namespace}.{name} failed: {exc}") from exc
             if swapped:
+                checkpoint("after-swap")
                 return new_meta, new_location
         io.delete_many(attempt_files)  # a writer outside the catalog lock moved the pointer
         time.sleep(min(wait_ms, max_wait_ms) / 1000 * (0.5 + random.random()))

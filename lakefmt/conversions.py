@@ -36,6 +36,7 @@ EPOCH_NAIVE = dt.datetime(1970, 1, 1)
 EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 BOUND_TRUNCATE_LENGTH = 16
 _US = dt.timedelta(microseconds=1)
+_DECIMAL_CONTEXT = decimal.Context(prec=100)  # exact for decimal(76, S); the default 28 digits round
 
 
 def to_physical(ltype: LakeType, value: Any) -> Any:
@@ -62,7 +63,8 @@ def to_physical(ltype: LakeType, value: Any) -> Any:
             return int(value.value) // 1000
         return int(value)
     if name == "decimal":
-        return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-(ltype.scale or 0)))
+        return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-(ltype.scale or 0)),
+                                               context=_DECIMAL_CONTEXT)
     if name in ("int", "long"):
         return int(value)
     if name in ("float", "double"):
@@ -112,7 +114,7 @@ def to_bytes(ltype: LakeType, value: Any) -> bytes:
     if name == "binary":
         return bytes(value)
     if name == "decimal":
-        unscaled = int(value.scaleb(ltype.scale or 0).to_integral_value())
+        unscaled = int(value.scaleb(ltype.scale or 0, context=_DECIMAL_CONTEXT).to_integral_value())
         return _int_to_min_bytes(unscaled)
     raise ValueError(f"cannot serialize bounds of type {ltype}")
 
@@ -140,7 +142,7 @@ def from_bytes(ltype: LakeType, data: bytes) -> Any:
         return bytes(data)
     if name == "decimal":
         unscaled = int.from_bytes(data, "big", signed=True)
-        return decimal.Decimal(unscaled).scaleb(-(ltype.scale or 0))
+        return decimal.Decimal(unscaled).scaleb(-(ltype.scale or 0), context=_DECIMAL_CONTEXT)
     raise ValueError(f"cannot deserialize bounds of type {ltype}")
 
 

@@ -2,6 +2,9 @@
 
 * EXPR-6  NOT is pushed onto the leaves first (De Morgan; ``NOT x < 5`` -> ``x >= 5``,
   ``NOT x IS NULL`` -> ``x IS NOT NULL``, IN <-> NOT IN, starts_with <-> not_starts_with).
+  On float/double columns an ordering comparison negates to ``x >= 5 OR isnan(x)``, since
+  NaN makes ``x < 5`` FALSE and so ``NOT x < 5`` TRUE (READ-8). The result is equivalent
+  to the original under SQL three-valued logic, NULLs included.
 * EXPR-7  Inclusive projection onto partition fields: the projected predicate holds for every
   partition that may contain a matching row (identity: same predicate; order-preserving
   transforms: bounds; bucket: = and IN only; else TRUE).
@@ -38,6 +41,7 @@ from lakefmt.schema import Schema
 from lakefmt.types import LakeType
 
 _FLOATS = frozenset({"float", "double"})
+_ORDERING = frozenset({"lt", "le", "gt", "ge"})
 _INTEGRAL_RANGE = {"int": (-2**31, 2**31 - 1), "date": (-2**31, 2**31 - 1),
                    "long": (-2**63, 2**63 - 1), "timestamp": (-2**63, 2**63 - 1),
                    "timestamptz": (-2**63, 2**63 - 1)}
@@ -67,6 +71,9 @@ def _negate(expr: Expression) -> Expression:
         return or_(_negate(expr.left), _negate(expr.right))
     if isinstance(expr, Or):
         return and_(_negate(expr.left), _negate(expr.right))
+    if isinstance(expr, BoundPredicate) and expr.type.name in _FLOATS and expr.op in _ORDERING:
+        nan = BoundPredicate("is_nan", expr.field_id, expr.name, expr.type)
+        return Or(replace(expr, op=NEGATED_OP[expr.op]), nan)
     if isinstance(expr, (BoundPredicate, Predicate)):
         return replace(expr, op=NEGATED_OP[expr.op])
     raise FilterError(f"cannot negate {expr!r}")
@@ -96,6 +103,8 @@ def eval_leaf(op: str, value: Any, literals: tuple[Any, ...]) -> bool:
         return value is not None
     if value is None:
         return False
+    if op in ("is_nan", "not_nan"):
+        return (value != value) == (op == "is_nan")
     if op == "in":
         return any(value == v for v in literals)
     if op == "not_in":
@@ -168,6 +177,8 @@ def _project_leaf(pred: BoundPredicate, pf: PartitionField, rtype: LakeType) -> 
         return make(op)
     if transform.name == "identity":
         return make(op, pred.literals)
+    if op in ("is_nan", "not_nan"):
+        return ALWAYS_TRUE  # unreachable: only identity accepts float columns
     try:
         if op in ("eq", "in"):
             values = tuple(sorted({transform.apply_value(v, src) for v in pred.literals}))
@@ -243,8 +254,8 @@ def _might_match(pred: BoundPredicate, st: _Stats) -> bool:
         return st.may_have_nulls
     if st.all_null:
         return False
-    if op == "not_null":
-        return True
+    if op in ("not_null", "is_nan", "not_nan"):
+        return True  # no NaN counts in v1
     lo, hi = st.lower, st.upper
     if op in ("ne", "not_in", "not_starts_with"):
         if lo is None or hi is None or pred.type.name in _FLOATS:
@@ -408,6 +419,9 @@ def _to_arrow(expr: Expression, column_name: Callable[[int], str | None]) -> pc.
         return field.is_null()
     if op == "not_null":
         return field.is_valid()
+    if op in ("is_nan", "not_nan"):
+        nan = pc.is_nan(field)  # NULL for NULL
+        return nan if op == "is_nan" else ~nan
     atype = expr.type.to_arrow()
     if op in ("in", "not_in"):
         member = field.isin(pa.array(list(expr.literals), type=atype))

@@ -10,7 +10,7 @@ Grammar (keywords case-insensitive; AND binds tighter than OR; NOT tighter than 
                | column IS [NOT] NULL
                | column [NOT] BETWEEN literal AND literal
                | column [NOT] LIKE 'prefix%'            -- only prefix patterns
-               | starts_with '(' column ',' string ')'
+               | starts_with '(' column ',' string ')' | isnan '(' column ')'
     cmp       := '=' | '==' | '!=' | '<>' | '<' | '<=' | '>' | '>='
     column    := bare_identifier | "double-quoted identifier"   ("" escapes ")
     literal   := [-|+] number | 'string' ('' escapes ') | TRUE | FALSE
@@ -33,7 +33,7 @@ from typing import Any
 
 from lakefmt.errors import FilterError
 from lakefmt.expressions import (
-    ALWAYS_FALSE, ALWAYS_TRUE, SET_OPS, UNARY_OPS, Expression, Predicate, and_, not_, or_,
+    ALWAYS_FALSE, ALWAYS_TRUE, NAN_OPS, SET_OPS, UNARY_OPS, Expression, Predicate, and_, not_, or_,
 )
 
 _TOKEN = re.compile(r"""
@@ -155,8 +155,15 @@ class _Parser:
             return expr
         if self.tok.is_kw("TRUE", "FALSE") and not self.peek().is_op(*_CMP):
             return ALWAYS_TRUE if self.next().text.upper() == "TRUE" else ALWAYS_FALSE
-        if self.tok.kind == "id" and self.tok.text.lower() == "starts_with" and self.peek().is_op("("):
-            return self.parse_starts_with_call()
+        if self.tok.kind == "id" and self.peek().is_op("("):
+            if self.tok.text.lower() == "starts_with":
+                return self.parse_starts_with_call()
+            if self.tok.text.lower() == "isnan":
+                self.next()
+                self.expect_op("(")
+                column = self.parse_column()
+                self.expect_op(")")
+                return Predicate("is_nan", column)
         return self.parse_predicate()
 
     def parse_starts_with_call(self) -> Expression:
@@ -358,6 +365,8 @@ def leaf_sql(op: str, column: str, literals: tuple[Any, ...]) -> str:
         return f"{name} {'IN' if op == 'in' else 'NOT IN'} ({', '.join(lits)})"
     if op in UNARY_OPS:
         return f"{name} {'IS NULL' if op == 'is_null' else 'IS NOT NULL'}"
+    if op in NAN_OPS:
+        return f"isnan({name})" if op == "is_nan" else f"NOT isnan({name})"
     if lits[0].startswith("'") and not any(c in lits[0] for c in "%_"):
         return f"{name} {'LIKE' if op == 'starts_with' else 'NOT LIKE'} {lits[0][:-1]}%'"
     call = f"starts_with({name}, {lits[0]})"

@@ -7,10 +7,10 @@
   an unknown name raises UnknownColumnError naming the column and listing the table's columns.
 * EXPR-4  Literal coercion to the column's *physical* value (lakefmt.conversions); a literal
   that does not fit the column type (wrong kind, out of range, lossy) raises FilterError.
-* EXPR-5  Row semantics: a row is selected when the predicate is TRUE; NULL compares to
-  nothing (so ``x != 1`` does not select nulls). NOT is applied by De Morgan onto the leaves
-  (``NOT x < 5`` means ``x >= 5``); floating-point comparisons follow IEEE 754, so NaN
-  satisfies only ``!=``, ``NOT IN`` and ``not_starts_with``.
+* EXPR-5  Row semantics (spec READ-8): SQL three-valued logic, a row is selected when the
+  filter is TRUE; a comparison with NULL is NULL (so ``x != 1`` does not select nulls), IN is
+  the OR of equalities. Float comparisons follow IEEE 754: with NaN they are FALSE, except
+  ``!=``; so ``NOT (f < 5)`` holds for NaN. ``is_nan``/``not_nan`` test for NaN (NULL on NULL).
 
 Example:
     >>> bind((col("id") >= 3) & col("name").starts_with("ab"), schema)
@@ -33,10 +33,12 @@ from lakefmt.types import LakeType
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 SET_OPS = ("in", "not_in")
 UNARY_OPS = ("is_null", "not_null")
+NAN_OPS = ("is_nan", "not_nan")
 PREFIX_OPS = ("starts_with", "not_starts_with")
-ALL_OPS = COMPARISONS + SET_OPS + UNARY_OPS + PREFIX_OPS
+ALL_OPS = COMPARISONS + SET_OPS + UNARY_OPS + NAN_OPS + PREFIX_OPS
 NEGATED_OP = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le",
               "in": "not_in", "not_in": "in", "is_null": "not_null", "not_null": "is_null",
+              "is_nan": "not_nan", "not_nan": "is_nan",
               "starts_with": "not_starts_with", "not_starts_with": "starts_with"}
 _INT_RANGE = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
 _US = dt.timedelta(microseconds=1)
@@ -237,6 +239,12 @@ class Reference:
     def is_null(self) -> Predicate:
         return Predicate("is_null", self.name)
 
+    def is_nan(self) -> Predicate:
+        return Predicate("is_nan", self.name)
+
+    def not_nan(self) -> Predicate:
+        return Predicate("not_nan", self.name)
+
     def not_null(self) -> Predicate:
         return Predicate("not_null", self.name)
 
@@ -308,6 +316,10 @@ def _bind_predicate(pred: Predicate, schema: Schema) -> Expression:
     field = schema.find(pred.column)
     ltype, op = field.type, pred.op
     if op in UNARY_OPS:
+        return BoundPredicate(op, field.id, field.name, ltype)
+    if op in NAN_OPS:
+        if ltype.name not in ("float", "double"):
+            raise FilterError(f"{op} applies to float and double columns; column {field.name!r} is {ltype}")
         return BoundPredicate(op, field.id, field.name, ltype)
     if op in PREFIX_OPS:
         if ltype.name not in ("string", "binary"):

@@ -382,9 +382,10 @@ def _truncate_int_array(arr: pa.Array, source: LakeType, width: int) -> pa.Array
 
 def _truncate_decimal(value: decimal.Decimal, source: LakeType, width: int) -> decimal.Decimal:
     scale, precision = source.scale or 0, source.precision or 0
-    unscaled = int(value.scaleb(scale).to_integral_value())
+    context = decimal.Context(prec=100)
+    unscaled = int(value.scaleb(scale, context=context).to_integral_value())
     truncated = max(unscaled - unscaled % width, -(10**precision - 1))
-    return decimal.Decimal(truncated).scaleb(-scale)
+    return decimal.Decimal(truncated).scaleb(-scale, context=context)
 
 
 # -- specs --------------------------------------------------------------------------------------

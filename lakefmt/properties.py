@@ -34,12 +34,14 @@ METADATA_PREVIOUS_MAX = Property("write.metadata.previous-versions-max", 100, 1,
                                  "Entries kept in the metadata log.")
 MANIFEST_TARGET_SIZE = Property("write.manifest.target-size-bytes", 8 * MiB, 1, None,
                                 "Target size of manifests written by manifest compaction.")
+WRITE_LEASE_SECONDS = Property("write.lease-seconds", 3600, 1, None,
+                               "Lifetime of a writer's write-intent lease (CAT-10); renewed at half-life.")
 MANIFEST_MIN_MERGE_COUNT = Property("commit.manifest.min-count-to-merge", 100, 0, None,
                                     "Appends merge small manifests when more than this many exist (0: never).")
 
 CORE_PROPERTIES = (TARGET_FILE_SIZE, COMPRESSION_LEVEL, ROW_GROUP_ROWS, COMMIT_RETRIES,
                    COMMIT_MIN_WAIT_MS, COMMIT_MAX_WAIT_MS, METADATA_PREVIOUS_MAX, MANIFEST_TARGET_SIZE,
-                   MANIFEST_MIN_MERGE_COUNT)
+                   MANIFEST_MIN_MERGE_COUNT, WRITE_LEASE_SECONDS)
 
 
 def number_property(props: Mapping[str, str], prop: Property, override: float | None = None) -> float:

@@ -15,6 +15,8 @@ Example:
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -30,8 +32,10 @@ from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, Expression, bind, to_ex
 from lakefmt.manifest import DataFile
 from lakefmt.metadata import Snapshot, TableMetadata
 from lakefmt.partitioning import PartitionSpec, parse_partition_by
+from lakefmt.hooks import checkpoint
+from lakefmt.leases import Leases
 from lakefmt.properties import (
-    COMPRESSION_LEVEL, ROW_GROUP_ROWS, TARGET_FILE_SIZE, int_property, validate_properties,
+    COMPRESSION_LEVEL, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property, validate_properties,
 )
 from lakefmt.scan import DataScan, read_data_file
 from lakefmt.schema import Schema, SchemaEvolution
@@ -96,6 +100,8 @@ class Table:
         self.identifier = identifier
         self.metadata = metadata
         self.metadata_location = metadata_location
+        self._write_token: str | None = None
+        self._write_token_expires = 0.0
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, snapshot={self.metadata.current_snapshot_id})"
@@ -173,6 +179,28 @@ class Table:
         return self.scan(filter, snapshot_id=snapshot_id, as_of=as_of).plan_files()
 
     # -- writing -----------------------------------------------------------------
+    def write_token(self) -> str:
+        """This handle's writer token, under a live write-intent lease in the catalog (CAT-10).
+
+        Every file this handle writes carries the token in its name, so orphan removal
+        leaves in-flight files alone. The lease is taken on first use and renewed when
+        less than half of ``write.lease-seconds`` is left; a crashed writer's lease expires.
+        """
+        ttl = int_property(self.metadata.properties, WRITE_LEASE_SECONDS)
+        now = time.time()
+        if self._write_token is None or self._write_token_expires - now < ttl / 2:
+            token = self._write_token or uuid.uuid4().hex[:16]
+            Leases(self.catalog).acquire(self.metadata.table_uuid, "write", token, owner=token, ttl=ttl)
+            self._write_token, self._write_token_expires = token, now + ttl
+        return self._write_token
+
+    def release_write_token(self) -> None:
+        """End this handle's write-intent lease (files it wrote since are committed or deleted)."""
+        if self._write_token is not None:
+            Leases(self.catalog).release(self.metadata.table_uuid, "write", [self._write_token],
+                                         owner=self._write_token)
+            self._write_token = None
+
     def write_options(self, *, kind: str = "part", target_file_size: int | None = None,
                       compression_level: int | None = None) -> WriteOptions:
         props = self.metadata.properties
@@ -181,6 +209,7 @@ class Table:
             compression_level=int_property(props, COMPRESSION_LEVEL, compression_level),
             row_group_rows=int_property(props, ROW_GROUP_ROWS),
             kind=kind,
+            token=self.write_token(),
         )
 
     def write_data_files(self, data: Any, *, kind: str = "part", target_file_size: int | None = None,
@@ -273,11 +302,14 @@ class Table:
         On failure the files named in ``cleanup_on_failure`` are deleted, unless the
         outcome of the swap is unknown (COMMIT-11).
         """
-        producer = SnapshotProducer(self.io, self.location, change)
+        checkpoint("after-data-files")
+        token = self.write_token()
+        producer = SnapshotProducer(self.io, self.location, change, token=token)
         try:
             self.metadata, self.metadata_location = commit_table(
                 self.catalog, self.identifier, (self.metadata, self.metadata_location), producer.build,
-                operation=change.operation, snapshot_id=None, summary={"operation": change.operation})
+                operation=change.operation, snapshot_id=producer.snapshot_id,
+                summary={"operation": change.operation}, token=token)
         except CommitStateUnknownError:
             raise
         except BaseException:
@@ -297,7 +329,8 @@ class Table:
             return list(updates), []
 
         self.metadata, self.metadata_location = commit_table(
-            self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation)
+            self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation,
+            token=self.write_token())
         return self.metadata
 
     def commit_build(self, build: Build, *, operation: str) -> TableMetadata:
@@ -305,7 +338,8 @@ class Table:
         when another writer got there first (COMMIT-1..6). Used for metadata-only snapshots such as
         manifest rewrites."""
         self.metadata, self.metadata_location = commit_table(
-            self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation)
+            self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation,
+            token=self.write_token())
         return self.metadata
 
     # -- schema and properties ---------------------------------------------------------

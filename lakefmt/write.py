@@ -40,6 +40,12 @@ class WriteOptions:
     compression_level: int
     row_group_rows: int
     kind: str = "part"  # file-name prefix: "part" for writes, "compact" for compaction (LAYOUT-6)
+    token: str | None = None  # the writer token of a write-intent lease, carried in file names (CAT-10)
+
+    def stem(self) -> str:
+        """``{kind}-{token}-{unique}``: the start of the names of one write's files (LAYOUT-6)."""
+        unique = uuid.uuid4().hex
+        return f"{self.kind}-{self.token}-{unique[:16]}" if self.token else f"{self.kind}-{unique}"
 
 
 def to_arrow_table(data: Any) -> pa.Table:
@@ -109,13 +115,13 @@ def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, 
     if data.num_rows == 0:
         return []
     slices = list(split_by_partition(data, schema, spec, sort_order))
-    write_id = uuid.uuid4().hex
+    stem = options.stem()
     jobs = [(i, values, part) for i, (values, part) in enumerate(slices)]
 
     def run(job: tuple[int, tuple[Any, ...], pa.Table]) -> list[DataFile]:
         index, values, part = job
         prefix = spec.partition_path(values, schema) if not spec.is_unpartitioned else ""
-        return _write_partition(io, location, part, values, prefix, f"{options.kind}-{write_id}-{index:05d}",
+        return _write_partition(io, location, part, values, prefix, f"{stem}-{index:05d}",
                                 schema, spec, sort_order, options)
 
     if len(jobs) == 1:
@@ -195,7 +201,7 @@ class RollingFileWriter:
         self.partition, self.options, self.sort_order_id = partition, options, sort_order_id
         self.prefix = prefix if prefix is not None else (
             "" if spec.is_unpartitioned else spec.partition_path(partition, schema))
-        self.stem = stem or f"{options.kind}-{uuid.uuid4().hex}"
+        self.stem = stem or options.stem()
         self._arrow_schema = schema.to_arrow()
         self._counter = 0
         self._sink: Any = None
