@@ -179,6 +179,10 @@ class Catalog:
             for sql in _SCHEMA_SQL:
                 s.con.execute(sql)
             s.con.execute("INSERT OR IGNORE INTO lakefmt_catalog VALUES ('format-version', '1')")
+            row = s.con.execute("SELECT value FROM lakefmt_catalog WHERE key = 'format-version'").fetchone()
+            if row is None or row[0] != "1":
+                raise ValidationError(f"catalog {self.catalog_path} has format-version {row and row[0]!r}; "
+                                      "this lakefmt implements 1 (CAT-14)")
 
     def __repr__(self) -> str:
         return f"Catalog({self.warehouse!r}, catalog_path={self.catalog_path!r})"

@@ -73,7 +73,7 @@ class SnapshotProducer:
         return f"{self.location}/{rel}"
 
     def _unique(self) -> str:
-        """Unique part of a metadata file name, carrying the writer token (LAYOUT-5, CAT-10)."""
+        """Unique part of a metadata file name, carrying the writer token (LAYOUT-9, CAT-10)."""
         return f"{self.token}-{uuid.uuid4().hex[:16]}" if self.token else uuid.uuid4().hex
 
     def build(self, base: TableMetadata) -> tuple[list[Update], list[str]]:
@@ -140,7 +140,7 @@ class SnapshotProducer:
 
     def _merge_small_manifests(self, base: TableMetadata, manifests: list[ManifestFile], sequence: int
                                ) -> tuple[list[ManifestFile], list[str]]:
-        """Keep the manifest list short on append-heavy tables (COMMIT-8, ML-7).
+        """Keep the manifest list short on append-heavy tables (COMMIT-8, ML-6).
 
         When more than ``commit.manifest.min-count-to-merge`` manifests of one spec are
         smaller than ``write.manifest.target-size-bytes``, they are merged into one: a
@@ -328,6 +328,9 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                     if prepared is not None:
                         io.delete_many(prepared[2])
                     base = cached_meta if current == cached_location else read_metadata(io, current)
+                    if base.table_uuid != cached_meta.table_uuid:
+                        raise CommitConflictError(f"table {namespace}.{name} was dropped and re-created "
+                                                  "since this commit was planned (COMMIT-7)")
                     updates, attempt_files = build(base)
                 prepared = None
                 new_meta = apply_updates(base, updates, timestamp_ms=int(time.time() * 1000),
@@ -342,9 +345,15 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                 io.delete_many(attempt_files)
                 raise
             checkpoint("before-swap")
+            new_snapshot = new_meta.current_snapshot
+            if new_snapshot is not None and new_snapshot.snapshot_id != base.current_snapshot_id:
+                log_summary = {**(summary or {}), **new_snapshot.summary}  # CAT-5: the snapshot's summary
+                log_snapshot_id = new_snapshot.snapshot_id
+            else:
+                log_summary, log_snapshot_id = dict(summary or {}), snapshot_id
             try:
                 swapped = session.compare_and_swap(namespace, name, current, new_location, operation=operation,
-                                                   snapshot_id=snapshot_id, summary=summary or {})
+                                                   snapshot_id=log_snapshot_id, summary=log_summary)
             except Exception as exc:  # the outcome of the swap is unknown: keep every file (COMMIT-11)
                 raise CommitStateUnknownError(f"catalog swap for {namespace}.{name} failed: {exc}") from exc
             if swapped:

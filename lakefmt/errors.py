@@ -81,3 +81,11 @@ class CommitStateUnknownError(CommitError):
 
 class CatalogLockTimeoutError(CommitError):
     """The catalog file stayed locked by other processes beyond the timeout."""
+
+
+class CompactionError(LakefmtError):
+    """A compaction could not be planned or a group could not be rewritten (spec/compaction.md)."""
+
+
+class ChecksumMismatchError(CompactionError):
+    """A group's outputs do not hold exactly its input rows (COMPACT-17); the outputs were deleted."""

@@ -1,4 +1,7 @@
-"""Evaluating bound filters: pruning with partitions and statistics, and row filters (spec/expressions.md).
+"""Evaluating bound filters: pruning with partitions and statistics, and row filters.
+
+Spec: spec/expressions.md, and spec/reading.md READ-7 (projection), READ-8 (semantics),
+READ-10 (conservative pruning, NaN).
 
 * EXPR-6  NOT is pushed onto the leaves first (De Morgan; ``NOT x < 5`` -> ``x >= 5``,
   ``NOT x IS NULL`` -> ``x IS NOT NULL``, IN <-> NOT IN, starts_with <-> not_starts_with).
@@ -11,8 +14,8 @@
 * EXPR-8  Inclusive pruning: ``PartitionEvaluator`` (partition tuples), ``ManifestEvaluator``
   (manifest partition summaries), ``MetricsEvaluator`` (file column statistics) never reject a
   partition, manifest or file that holds a matching row. Missing statistics never prune.
-  Float/double bounds exclude NaN: ordering comparisons may prune on them, but ``!=``,
-  ``NOT IN`` and ``not_starts_with`` never do.
+  Float/double bounds exclude NaN: ordering comparisons may prune on them, but ``!=`` and
+  ``NOT IN`` (which NaN satisfies) never do.
 * EXPR-9  Strict evaluation: ``StrictMetricsEvaluator.must_match`` is True only if every row of
   the file satisfies the filter (identity partition values decide exactly).
 * EXPR-10 Row filters: ``to_arrow_expression`` selects exactly the rows where the filter is TRUE
@@ -24,7 +27,8 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -104,7 +108,7 @@ def eval_leaf(op: str, value: Any, literals: tuple[Any, ...]) -> bool:
     if value is None:
         return False
     if op in ("is_nan", "not_nan"):
-        return (value != value) == (op == "is_nan")
+        return math.isnan(value) == (op == "is_nan")
     if op == "in":
         return any(value == v for v in literals)
     if op == "not_in":
@@ -150,8 +154,7 @@ def project_inclusive(expr: Expression | str | None, spec: PartitionSpec, schema
     ``type`` is the partition result type; literals are transformed physical values.
     """
     bound = _prepare(expr, schema)
-    result_types = dict(zip((pf.field_id for pf in spec.fields),
-                            (t for _, t in spec.partition_type(schema))))
+    result_types = _result_types(spec, schema)
 
     def project(e: Expression) -> Expression:
         if isinstance(e, And):
@@ -165,6 +168,19 @@ def project_inclusive(expr: Expression | str | None, spec: PartitionSpec, schema
         return e
 
     return project(bound)
+
+
+def _result_types(spec: PartitionSpec, schema: Schema) -> dict[int, LakeType]:
+    """Result type per partition field id, for fields whose source column is still in ``schema``.
+
+    An older spec may use a column dropped since; predicates cannot reference it, so it is skipped.
+    """
+    out = {}
+    for pf in spec.fields:
+        src = schema.field_by_id(pf.source_id)
+        if src is not None:
+            out[pf.field_id] = pf.transform.result_type(src.type)
+    return out
 
 
 def _project_leaf(pred: BoundPredicate, pf: PartitionField, rtype: LakeType) -> Expression:
@@ -235,12 +251,7 @@ def decode_bound(ltype: LakeType, data: bytes | None) -> Any:
     if data is None:
         return None
     try:
-        if ltype.name == "long" and len(data) == 4:
-            value = struct.unpack("<i", data)[0]
-        elif ltype.name == "double" and len(data) == 4:
-            value = struct.unpack("<f", data)[0]
-        else:
-            value = from_bytes(ltype, data)
+        value = from_bytes(ltype, data)  # handles bounds written before int->long, float->double
     except (struct.error, UnicodeDecodeError, ValueError, ArithmeticError):
         return None
     if isinstance(value, float) and math.isnan(value):
@@ -287,8 +298,9 @@ class ManifestEvaluator:
     def __init__(self, expr: Expression | str | None, spec: PartitionSpec, schema: Schema) -> None:
         self.spec = spec
         self.projected = project_inclusive(expr, spec, schema)
-        types = [t for _, t in spec.partition_type(schema)]
-        self._index = {pf.field_id: (i, types[i]) for i, pf in enumerate(spec.fields)}
+        types = _result_types(spec, schema)
+        self._index = {pf.field_id: (i, types[pf.field_id]) for i, pf in enumerate(spec.fields)
+                       if pf.field_id in types}
 
     def might_match(self, manifest: ManifestFile) -> bool:
         if manifest.spec_id != self.spec.spec_id or len(manifest.partitions) != len(self.spec.fields):

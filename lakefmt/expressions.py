@@ -7,6 +7,9 @@
   an unknown name raises UnknownColumnError naming the column and listing the table's columns.
 * EXPR-4  Literal coercion to the column's *physical* value (lakefmt.conversions); a literal
   that does not fit the column type (wrong kind, out of range, lossy) raises FilterError.
+  Dates/times/timestamps accept ISO strings and ``date``/``time``/``datetime`` objects (not
+  ints); a naive value for ``timestamptz`` is UTC, an offset-aware value for ``timestamp`` is
+  converted to UTC wall time; binary columns accept ``bytes`` or ``str`` (UTF-8).
 * EXPR-5  Row semantics (spec READ-8): SQL three-valued logic, a row is selected when the
   filter is TRUE; a comparison with NULL is NULL (so ``x != 1`` does not select nulls), IN is
   the OR of equalities. Float comparisons follow IEEE 754: with NaN they are FALSE, except
@@ -23,12 +26,13 @@ import decimal
 import math
 import struct
 from dataclasses import dataclass
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from lakefmt.conversions import EPOCH_DATE, EPOCH_NAIVE, EPOCH_UTC, to_physical, to_python
 from lakefmt.errors import FilterError
 from lakefmt.schema import Schema
-from lakefmt.types import LakeType
+from lakefmt.types import LakeType, can_promote
 
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 SET_OPS = ("in", "not_in")
@@ -212,10 +216,10 @@ class Reference:
     def __hash__(self) -> int:
         return hash(("col", self.name))
 
-    def __eq__(self, value: Any) -> Predicate:  # type: ignore[override]
+    def __eq__(self, value: object) -> Predicate:  # type: ignore[override]
         return Predicate("eq", self.name, (value,))
 
-    def __ne__(self, value: Any) -> Predicate:  # type: ignore[override]
+    def __ne__(self, value: object) -> Predicate:  # type: ignore[override]
         return Predicate("ne", self.name, (value,))
 
     def __lt__(self, value: Any) -> Predicate:
@@ -304,8 +308,10 @@ def bind(expr: Expression | str | None, schema: Schema) -> Expression:
         return not_(bind(expr.child, schema))
     if isinstance(expr, BoundPredicate):
         field = schema.field_by_id(expr.field_id)
-        if field is None or field.type != expr.type:
+        if field is None or not can_promote(expr.type, field.type):
             raise FilterError(f"predicate {expr} is bound to another schema")
+        if field.type != expr.type or field.name != expr.name:  # physical values survive widening
+            return BoundPredicate(expr.op, field.id, field.name, field.type, expr.literals)
         return expr
     if isinstance(expr, Predicate):
         return _bind_predicate(expr, schema)

@@ -1,7 +1,7 @@
 """Manifests and manifest lists: the file tree under a snapshot (spec/manifests.md).
 
-A *manifest* is a Parquet file with one row per data file (MAN-1..MAN-9); a
-*manifest list* is a Parquet file with one row per manifest (ML-1..ML-6). Both
+A *manifest* is a Parquet file with one row per data file (MAN-1..MAN-10); a
+*manifest list* is a Parquet file with one row per manifest (ML-1..ML-7). Both
 are immutable once written (LAYOUT-4).
 
 Entries added by a snapshot may leave ``snapshot_id`` and ``sequence_number``

@@ -78,7 +78,7 @@ class LogEntry:
 
 @dataclass(frozen=True)
 class TableMetadata:
-    """One version of a table's metadata (META-1..META-14)."""
+    """One version of a table's metadata (META-1..META-12)."""
 
     table_uuid: str
     location: str
@@ -250,4 +250,9 @@ def read_metadata(io: FileIO, location: str) -> TableMetadata:
         data = io.read_bytes(location)
     except FileNotFoundError as exc:
         raise CorruptMetadataError(f"metadata file {location} is missing") from exc
-    return TableMetadata.loads(data, source=location)
+    metadata = TableMetadata.loads(data, source=location)
+    # Relative paths resolve against the folder holding metadata/ (LAYOUT-3), so a copied table still reads.
+    if "/metadata/" in location:
+        from dataclasses import replace as _replace  # local alias keeps the module's public names small
+        metadata = _replace(metadata, location=location.rsplit("/metadata/", 1)[0])
+    return metadata

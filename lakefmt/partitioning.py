@@ -1,25 +1,10 @@
 """Partition transforms and partition specs (spec/partitioning.md).
 
-A partition spec derives, from each row, a tuple of partition values by applying
-a *transform* to a source column. Transforms follow Iceberg's definitions exactly
-(Iceberg spec, Appendix B test vectors hold):
-
-* PART-1  spec JSON: ``{"spec-id", "fields": [{"source-id", "field-id", "name", "transform"}]}``;
-  partition field ids start at 1000.
-* PART-2  ``identity``: the value itself.
-* PART-3  ``year``/``month``/``day``/``hour`` on date/timestamp/timestamptz (hour: timestamps only):
-  years since 1970, months since 1970-01, the date, hours since the epoch; floor division for
-  instants before the epoch.
-* PART-4  ``bucket[N]``: ``(murmur3_x86_32(seed 0, bytes(v)) & 0x7FFFFFFF) % N`` where int, long,
-  date, time and timestamps hash as 8-byte little-endian longs, strings as UTF-8, binaries raw and
-  decimals as minimal two's-complement big-endian unscaled bytes.
-* PART-5  ``truncate[W]``: int/long ``v - (v mod W)`` (floor mod), decimal on the unscaled value,
-  strings to the first W code points, binaries to the first W bytes. A result below the smallest
-  value of the type saturates to that value (Iceberg leaves the overflow undefined).
-* PART-6  result types and allowed source types (``Transform.result_type``).
-* PART-7  partition paths ``name=human/...``: year ``2026``, month ``2026-01``, day ``2026-01-15``,
-  hour ``2026-01-15-10``, null ``__NULL__``, strings URL-quoted, binaries as hex.
-* PART-8  ``partition_by`` strings: ``col``, ``year(ts)``, ``bucket(16, id)``, ``truncate(4, s)``.
+A spec maps each row to a partition tuple by applying a *transform* to a source column.
+Implements PART-1 (spec JSON), PART-2..PART-5 (``identity``, ``year``/``month``/``day``/
+``hour``, ``bucket[N]``, ``truncate[W]``: Iceberg's definitions bit for bit, plus saturation
+where truncation would fall below the type's minimum), PART-6 (source and result types),
+PART-7 (partition paths), PART-8 and PART-10 (``partition_by`` strings, spec rules).
 
 Example:
     >>> spec = parse_partition_by(["day(ts)", "mission_id"], schema)
@@ -483,8 +468,8 @@ class PartitionSpec:
 
 UNPARTITIONED = PartitionSpec(0)
 
-_CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.S)
-_PARAM_ARG = re.compile(r"^\s*(\d+)\s*,(.*)$", re.S)
+_CALL = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*$", re.DOTALL)
+_PARAM_ARG = re.compile(r"^\s*(\d+)\s*,(.*)$", re.DOTALL)
 
 
 def _column_token(text: str, expr: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakefmt.errors import CorruptMetadataError
+from lakefmt.errors import CorruptMetadataError, LakefmtError
 from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator, to_arrow_expression
 from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, BoundExpression, Expression, bind, referenced_field_ids, to_expression
 from lakefmt.io import FileIO
@@ -32,6 +32,7 @@ from lakefmt.manifest import DataFile, ManifestFile
 from lakefmt.manifest_cache import read_entries, read_list
 from lakefmt.metadata import Snapshot, TableMetadata
 from lakefmt.schema import Schema, arrow_field_id
+from lakefmt.types import can_promote, from_arrow
 
 IO_THREADS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 
@@ -231,6 +232,14 @@ def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: S
         if column is None:
             column = pa.chunked_array([pa.nulls(raw.num_rows, target)])  # added after the file was written
         elif column.type != target:
+            try:
+                stored = from_arrow(column.type)
+            except LakefmtError:
+                stored = None
+            if stored is None or not can_promote(stored, field.type):
+                raise CorruptMetadataError(f"data file {location} stores column {field.name!r} (field id "
+                                           f"{field.id}) as {column.type}, which does not widen to {field.type} "
+                                           "(READ-6)")
             column = column.cast(target)  # widened type (SCHEMA-6)
         arrays.append(column)
         names.append(field.name)

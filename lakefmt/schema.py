@@ -3,7 +3,7 @@
 Columns are tracked by their field id, never by name or position (SCHEMA-1), so a
 rename or a drop followed by an add can never make old data files read as the
 wrong column. Data files carry the field id of each column in the Parquet schema
-(``PARQUET:field_id``), which is how readers project old files (READ-4).
+(``PARQUET:field_id``), which is how readers project old files (READ-6).
 
 Example:
     >>> s = Schema.from_arrow(pa.schema([("id", pa.int64()), ("name", pa.string())]))

@@ -64,7 +64,7 @@ class HistoryEntry:
 def new_table_metadata(schema: pa.Schema | Schema, *, location: str, table_uuid: str,
                        partition_by: Sequence[str], sort_by: Sequence[str],
                        properties: dict[str, str]) -> TableMetadata:
-    """The first metadata of a new table (META-1..META-14)."""
+    """The first metadata of a new table (META-1..META-12)."""
     if isinstance(schema, pa.Schema):
         lake_schema = Schema.from_arrow(schema)
     elif isinstance(schema, Schema):
@@ -221,9 +221,14 @@ class Table:
         return write_data_files(self.io, self.location, table, self.metadata.schema, self.metadata.spec,
                                 self.metadata.sort_order, options)
 
-    def append(self, data: Any, *, summary: dict[str, str] | None = None) -> Snapshot:
-        """Add rows as one new snapshot (fast append, COMMIT-8). Appends never conflict."""
+    def append(self, data: Any, *, summary: dict[str, str] | None = None) -> Snapshot | None:
+        """Add rows as one new snapshot (fast append, COMMIT-8). Appends never conflict.
+
+        Appending zero rows commits nothing and returns the current snapshot (COMMIT-18).
+        """
         files = self.write_data_files(data)
+        if not files:
+            return self.metadata.current_snapshot
         return self.commit_change(FileChange("append", added=files, summary=dict(summary or {})),
                                   cleanup_on_failure=files)
 

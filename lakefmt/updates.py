@@ -1,4 +1,4 @@
-"""Metadata updates and requirements: commits as data (spec/commits.md §Updates, COMMIT-2).
+"""Metadata updates and requirements: commits as data (spec/commits.md §Updates, COMMIT-5).
 
 Every change to a table is a list of updates applied by one pure function,
 :func:`apply_updates`, to the base metadata, guarded by requirements that must

@@ -1,0 +1,119 @@
+"""Compaction properties and their defaults, in one place (spec/compaction.md §Properties, COMPACT-2).
+
+Every knob is a table property (``compaction.*``) with a default here; a call may
+override any of them. :func:`resolve_options` turns properties plus overrides into
+one frozen :class:`CompactionOptions`, refusing bad values with
+:class:`~lakefmt.errors.ValidationError` that names the property.
+
+Example:
+    >>> opts = resolve_options(t.properties, min_age_seconds=0)
+    >>> opts.small_file_threshold
+    100663296
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from lakefmt.compaction.pacing import parse_quiet_windows
+from lakefmt.errors import ValidationError
+from lakefmt.properties import (
+    COMPRESSION_LEVEL, TARGET_FILE_SIZE, MiB, Property, int_property, number_property,
+)
+
+Strategy = Literal["binpack", "sort", "zorder"]
+STRATEGIES: tuple[str, ...] = ("binpack", "sort", "zorder")
+GiB = 1024 * MiB
+
+TARGET_FILE_SIZE_BYTES = Property(
+    "compaction.target-file-size-bytes", 128 * MiB, 1, None,
+    "Size compaction output files roll at; falls back to write.target-file-size-bytes when unset.")
+SMALL_FILE_THRESHOLD_RATIO = Property(
+    "compaction.small-file-threshold-ratio", 0.75, 0.0, 1.0,
+    "A file is a candidate when smaller than this fraction of the target size.")
+MIN_INPUT_FILES = Property(
+    "compaction.min-input-files", 5, 1, None, "Fewest candidate files a partition (and a group) needs.")
+MAX_GROUP_SIZE_BYTES = Property(
+    "compaction.max-group-size-bytes", 1 * GiB, 1, None,
+    "Most input bytes one group rewrites: bounds the memory and I/O of one rewrite.")
+MIN_AGE_SECONDS = Property(
+    "compaction.min-age-seconds", 3600, 0, None,
+    "A partition whose newest ingested file is younger than this is still open and is skipped (0: never).")
+MAX_CONCURRENT_GROUPS = Property(
+    "compaction.max-concurrent-groups", 2, 1, 64, "Group rewrites running at once in one process.")
+READ_BANDWIDTH_MB_PER_S = Property(
+    "compaction.read-bandwidth-mb-per-s", 0, 0, None,
+    "Read budget of one compaction run in MB/s (10^6 bytes); 0 means unlimited.")
+QUIET_WINDOWS = Property(
+    "compaction.quiet-windows", "",
+    doc="UTC windows in which scheduled runs do nothing, e.g. '09:00-17:00,22:00-23:00'.")
+ZSTD_LEVEL = Property("compaction.zstd-level", 3, 1, 22, "ZSTD level of compaction outputs.")
+LEASE_SECONDS = Property(
+    "compaction.lease-seconds", 900, 1, None,
+    "Lifetime of a partition lease; renewed before every commit, taken over once expired.")
+
+COMPACTION_PROPERTIES = (TARGET_FILE_SIZE_BYTES, SMALL_FILE_THRESHOLD_RATIO, MIN_INPUT_FILES,
+                         MAX_GROUP_SIZE_BYTES, MIN_AGE_SECONDS, MAX_CONCURRENT_GROUPS,
+                         READ_BANDWIDTH_MB_PER_S, QUIET_WINDOWS, ZSTD_LEVEL, LEASE_SECONDS)
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    """The resolved knobs of one compaction run (COMPACT-2). Plain data: picklable."""
+
+    target_file_size: int = 128 * MiB
+    small_file_ratio: float = 0.75
+    min_input_files: int = 5
+    max_group_size: int = 1 * GiB
+    min_age_seconds: float = 3600
+    max_concurrent_groups: int = 2
+    read_mb_per_s: float = 0.0
+    quiet_windows: str = ""
+    zstd_level: int = 3
+    lease_seconds: float = 900
+
+    @property
+    def small_file_threshold(self) -> int:
+        """Files of at least this many bytes are left alone (COMPACT-4)."""
+        return int(self.target_file_size * self.small_file_ratio)
+
+
+_BY_FIELD: dict[str, Property] = {
+    "target_file_size": TARGET_FILE_SIZE_BYTES, "small_file_ratio": SMALL_FILE_THRESHOLD_RATIO,
+    "min_input_files": MIN_INPUT_FILES, "max_group_size": MAX_GROUP_SIZE_BYTES,
+    "min_age_seconds": MIN_AGE_SECONDS, "max_concurrent_groups": MAX_CONCURRENT_GROUPS,
+    "read_mb_per_s": READ_BANDWIDTH_MB_PER_S, "quiet_windows": QUIET_WINDOWS, "zstd_level": ZSTD_LEVEL,
+    "lease_seconds": LEASE_SECONDS,
+}
+_INTEGERS = {"target_file_size", "min_input_files", "max_group_size", "max_concurrent_groups", "zstd_level"}
+
+
+def resolve_options(properties: Mapping[str, str], **overrides: Any) -> CompactionOptions:
+    """Options from table properties, with ``overrides`` (non-None) taking precedence (COMPACT-2).
+
+    The target size falls back to ``write.target-file-size-bytes`` and the ZSTD level to
+    ``write.parquet.compression-level`` when the ``compaction.*`` property is not set.
+    """
+    unknown = set(overrides) - set(_BY_FIELD)
+    if unknown:
+        raise ValidationError(f"unknown compaction option(s) {sorted(unknown)}; known: {sorted(_BY_FIELD)}")
+    props = dict(properties)
+    if TARGET_FILE_SIZE_BYTES.name not in props and TARGET_FILE_SIZE.name in props:
+        props[TARGET_FILE_SIZE_BYTES.name] = props[TARGET_FILE_SIZE.name]
+    if ZSTD_LEVEL.name not in props and COMPRESSION_LEVEL.name in props:
+        props[ZSTD_LEVEL.name] = props[COMPRESSION_LEVEL.name]
+    values: dict[str, Any] = {}
+    for f in fields(CompactionOptions):
+        prop = _BY_FIELD[f.name]
+        override = overrides.get(f.name)
+        if f.name == "quiet_windows":
+            text = override if override is not None else props.get(prop.name, prop.default)
+            parse_quiet_windows(str(text))
+            values[f.name] = str(text)
+        elif f.name in _INTEGERS:
+            values[f.name] = int_property(props, prop, override)
+        else:
+            values[f.name] = number_property(props, prop, override)
+    return CompactionOptions(**values)

@@ -1,0 +1,212 @@
+"""Rewriting one group of files (spec/compaction.md §Rewrite, COMPACT-12..COMPACT-17).
+
+:func:`rewrite_group` is the one function that turns a group's input files into
+output files, whether it runs in this process or in a Spark task: it takes a plain,
+picklable :class:`RewriteTask` and a file IO, writes the outputs, verifies them, and
+returns a :class:`RewriteResult`. It never commits; the caller decides.
+
+Strategies:
+
+* ``binpack`` streams batches file by file into a rolling writer (never the whole
+  group in memory); files roll at the target size by bytes actually written.
+* ``sort`` merges the inputs with a streaming k-way merge when every input is
+  already sorted by the target order, and otherwise sorts the group in memory
+  (bounded by the group size, COMPACT-7).
+* ``zorder`` sorts the group in memory by Z-order key (:mod:`lakefmt.compaction.zorder`).
+
+Outputs are ZSTD Parquet files named ``compact-...`` with statistics from their
+footers (WRITE-6). Before returning, the outputs are read back and must hold exactly
+the input rows: same count, same order-independent checksum (COMPACT-17); otherwise
+they are deleted and :class:`~lakefmt.errors.ChecksumMismatchError` is raised.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from lakefmt.compaction.merge import merge_sorted
+from lakefmt.compaction.options import Strategy
+from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, read_table
+from lakefmt.compaction.verify import Checksum, RowChecksum
+from lakefmt.compaction.zorder import zorder_indices
+from lakefmt.errors import ChecksumMismatchError, CompactionError
+from lakefmt.io import FileIO
+from lakefmt.manifest import DataFile
+from lakefmt.partitioning import PartitionSpec
+from lakefmt.schema import Schema
+from lakefmt.sorting import sort_indices
+from lakefmt.write import RollingFileWriter, WriteOptions
+
+Method = Literal["stream", "merge", "memory-sort", "zorder"]
+Hook = Callable[[str, dict[str, Any]], None]
+MAX_MERGE_INPUTS = 512  # open files of one streaming merge; more inputs are sorted in memory
+FLUSH_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RewriteTask:
+    """Everything one group's rewrite needs, as plain data (picklable for a Spark task)."""
+
+    group_id: str
+    location: str
+    schema: Schema
+    spec: PartitionSpec
+    partition: tuple[Any, ...]
+    files: tuple[DataFile, ...]
+    strategy: Strategy
+    write_options: WriteOptions
+    sort_keys: tuple[tuple[str, str, str], ...] = ()
+    zorder_columns: tuple[str, ...] = ()
+    output_sort_order_id: int | None = None
+    inputs_sorted: bool = False
+    verify: bool = True
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """What one rewrite produced (nothing is committed yet)."""
+
+    group_id: str
+    outputs: tuple[DataFile, ...]
+    rows: int
+    input_checksum: Checksum
+    output_checksum: Checksum
+    input_bytes: int
+    output_bytes: int
+    method: Method
+    seconds: float
+    output_paths: tuple[str, ...] = field(default=(), repr=False)
+
+
+def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], None] | None = None,
+                  hook: Hook | None = None) -> RewriteResult:
+    """Rewrite the files of ``task`` and verify the outputs (COMPACT-12..COMPACT-17).
+
+    ``throttle(nbytes)`` is called before each file is read (read budget, back-off);
+    ``hook(point, info)`` is called at ``"outputs-written"`` with the output paths,
+    before verification (a test seam).
+    """
+    if task.strategy == "sort" and not task.sort_keys:
+        raise CompactionError(f"group {task.group_id}: a sort rewrite needs sort keys")
+    if task.strategy == "zorder" and not task.zorder_columns:
+        raise CompactionError(f"group {task.group_id}: a Z-order rewrite needs columns")
+    started = time.perf_counter()
+    writer = RollingFileWriter(io, task.location, task.schema, task.spec, task.partition, task.write_options,
+                               sort_order_id=task.output_sort_order_id)
+    inputs = RowChecksum()
+    try:
+        sink = _Sink(writer, task.write_options.row_group_rows)
+        method = _write_rows(io, task, sink, inputs, throttle)
+        sink.flush()
+        outputs = tuple(writer.close())
+        paths = tuple(f"{task.location}/{f.path}" for f in outputs)
+        if hook is not None:
+            hook("outputs-written", {"group_id": task.group_id, "paths": list(paths)})
+        expected = sum(f.record_count for f in task.files)
+        if inputs.value.rows != expected:
+            raise CompactionError(f"group {task.group_id}: inputs hold {inputs.value.rows} rows but their "
+                                  f"manifest entries say {expected}")
+        output_sum = _verify(io, task, outputs, inputs.value, throttle) if task.verify else inputs.value
+    except BaseException:
+        writer.abort()  # deletes every file this rewrite started: nothing references them (COMPACT-21)
+        raise
+    return RewriteResult(
+        group_id=task.group_id, outputs=outputs, rows=inputs.value.rows, input_checksum=inputs.value,
+        output_checksum=output_sum, input_bytes=sum(f.file_size_bytes for f in task.files),
+        output_bytes=sum(f.file_size_bytes for f in outputs), method=method,
+        seconds=time.perf_counter() - started, output_paths=paths)
+
+
+def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
+                throttle: Callable[[int], None] | None) -> Method:
+    if task.strategy == "binpack":
+        for batch in _stream(io, task, throttle, DEFAULT_BATCH_ROWS):
+            inputs.update(batch)
+            sink.write(batch)
+        return "stream"
+    if task.strategy == "sort" and task.inputs_sorted and 1 < len(task.files) <= MAX_MERGE_INPUTS:
+        batch_rows = max(1024, min(DEFAULT_BATCH_ROWS, 4_000_000 // len(task.files)))
+        streams = [_checked(iter_batches(io, _abs(task, f), task.schema, batch_rows=batch_rows, charge=throttle,
+                                         size_hint=f.file_size_bytes), inputs) for f in task.files]
+        for table in merge_sorted(streams, task.schema.to_arrow(), task.sort_keys, batch_rows=batch_rows):
+            sink.write(table)
+        return "merge"
+    tables = []
+    for f in task.files:
+        table = read_table(io, _abs(task, f), task.schema, charge=throttle, size_hint=f.file_size_bytes)
+        inputs.update(table)
+        tables.append(table)
+    group = pa.concat_tables(tables) if tables else task.schema.to_arrow().empty_table()
+    del tables
+    if task.strategy == "zorder":
+        sink.write(group.take(zorder_indices(group, list(task.zorder_columns))))
+        return "zorder"
+    sink.write(group.take(sort_indices(group, list(task.sort_keys))))
+    return "memory-sort"
+
+
+def _stream(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | None, batch_rows: int
+            ) -> Iterator[pa.RecordBatch]:
+    for f in task.files:
+        yield from iter_batches(io, _abs(task, f), task.schema, batch_rows=batch_rows, charge=throttle,
+                                size_hint=f.file_size_bytes)
+
+
+def _checked(batches: Iterator[pa.RecordBatch], acc: RowChecksum) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        acc.update(batch)
+        yield batch
+
+
+def _verify(io: FileIO, task: RewriteTask, outputs: tuple[DataFile, ...], expected: Checksum,
+            throttle: Callable[[int], None] | None) -> Checksum:
+    """Read the outputs back and compare them with the inputs (COMPACT-17)."""
+    acc = RowChecksum()
+    for f in outputs:
+        for batch in iter_batches(io, _abs(task, f), task.schema, batch_rows=262_144, charge=throttle,
+                                  size_hint=f.file_size_bytes):
+            acc.update(batch)
+    got = acc.value
+    declared = sum(f.record_count for f in outputs)
+    if got != expected or declared != expected.rows:
+        raise ChecksumMismatchError(
+            f"group {task.group_id}: outputs hold {got} (footers say {declared} rows) but the inputs "
+            f"hold {expected}; the outputs were deleted and nothing was committed")
+    return got
+
+
+def _abs(task: RewriteTask, f: DataFile) -> str:
+    return f"{task.location}/{f.path}"
+
+
+class _Sink:
+    """Buffers small batches so the writer sees chunks of about a row group (few, full row groups)."""
+
+    def __init__(self, writer: RollingFileWriter, row_group_rows: int) -> None:
+        self.writer = writer
+        self.flush_rows = max(1, row_group_rows)
+        self._parts: list[pa.Table] = []
+        self._rows = 0
+        self._bytes = 0
+
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+        if table.num_rows == 0:
+            return
+        self._parts.append(table)
+        self._rows += table.num_rows
+        self._bytes += table.nbytes
+        if self._rows >= self.flush_rows or self._bytes >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._parts:
+            return
+        table = pa.concat_tables(self._parts) if len(self._parts) > 1 else self._parts[0]
+        self._parts, self._rows, self._bytes = [], 0, 0
+        self.writer.write(table)
