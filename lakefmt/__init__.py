@@ -14,7 +14,7 @@ Example:
 
 from lakefmt.catalog import Catalog, CommitRecord
 from lakefmt.errors import (
-    CatalogLockTimeoutError, CommitConflictError, CommitError, CommitStateUnknownError,
+    CatalogLockTimeoutError, ChecksumMismatchError, CommitConflictError, CompactionError, CommitError, CommitStateUnknownError,
     CorruptMetadataError, FilterError, InvalidNameError, LakefmtError, NamespaceExistsError,
     NoSuchNamespaceError, NoSuchSnapshotError, NoSuchTableError, SchemaError, SchemaMismatchError,
     TableExistsError, UnknownColumnError, ValidationError,
@@ -34,6 +34,6 @@ __all__ = [
     "LakefmtError", "ValidationError", "InvalidNameError", "SchemaError", "SchemaMismatchError",
     "FilterError", "UnknownColumnError", "NoSuchNamespaceError", "NamespaceExistsError",
     "NoSuchTableError", "TableExistsError", "NoSuchSnapshotError", "CorruptMetadataError",
-    "CommitError", "CommitConflictError", "CommitStateUnknownError", "CatalogLockTimeoutError",
+    "CommitError", "CommitConflictError", "CompactionError", "ChecksumMismatchError", "CommitStateUnknownError", "CatalogLockTimeoutError",
     "__version__",
 ]

@@ -356,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_external(sub, "lakefmt.compaction.cli", "add_compact_parser", "run_compact")
     _add_external(sub, "lakefmt.demo", "add_demo_parser", "run_demo")
+    _add_external(sub, "lakefmt.maintenance.cli", "add_maintenance_parsers", "run_maintenance")
     return parser
 
 

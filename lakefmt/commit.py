@@ -346,7 +346,9 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                 raise
             checkpoint("before-swap")
             new_snapshot = new_meta.current_snapshot
-            if new_snapshot is not None and new_snapshot.snapshot_id != base.current_snapshot_id:
+            # CAT-5: only a snapshot this commit added is logged (a rollback moves to an old one).
+            if new_snapshot is not None and len(new_meta.snapshots) > len(base.snapshots) and all(
+                    s.snapshot_id != new_snapshot.snapshot_id for s in base.snapshots):
                 log_summary = {**(summary or {}), **new_snapshot.summary}  # CAT-5: the snapshot's summary
                 log_snapshot_id = new_snapshot.snapshot_id
             else:

@@ -89,3 +89,11 @@ class CompactionError(LakefmtError):
 
 class ChecksumMismatchError(CompactionError):
     """A group's outputs do not hold exactly its input rows (COMPACT-17); the outputs were deleted."""
+
+
+class MaintenanceError(LakefmtError):
+    """Snapshot expiry or orphan removal refused to run; nothing was deleted (spec/maintenance.md)."""
+
+
+class IncompleteListingError(MaintenanceError):
+    """The table location could not be listed completely, so no file can be proven an orphan (MAINT-11)."""

@@ -147,15 +147,34 @@ class FileIO:
         for loc in locations:
             self.delete(loc)
 
-    def list_files(self, prefix: str) -> Iterator[FileInfo]:
-        """Every file under ``prefix`` (recursively) with size and modification time."""
+    def list_files(self, prefix: str, *, strict: bool = False) -> Iterator[FileInfo]:
+        """Every file under ``prefix`` (recursively) with size and modification time.
+
+        With ``strict``, a folder that cannot be listed raises ``OSError`` instead of being
+        skipped, and a missing ``prefix`` raises ``FileNotFoundError`` (orphan removal
+        must see everything or nothing, MAINT-11).
+        """
         root = self.fs_path(prefix)
         if not self.fs.exists(root):
+            if strict:
+                raise FileNotFoundError(f"{prefix} does not exist")
             return
-        for path, info in self.fs.find(root, detail=True).items():
+        # fsspec's generic find() silently skips folders it cannot read; s3fs lists flat and raises.
+        found = self._walk_strict(root) if strict and self.scheme != "s3" else self.fs.find(root, detail=True).items()
+        for path, info in found:
             if info.get("type") == "directory":
                 continue
             yield FileInfo(self._to_location(path), int(info.get("size") or 0), _mtime(info))
+
+    def _walk_strict(self, root: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every file below ``root``, folder by folder; any folder that cannot be listed raises."""
+        folders = [root]
+        while folders:
+            for info in self.fs.ls(folders.pop(), detail=True):
+                if info.get("type") == "directory":
+                    folders.append(info["name"])
+                else:
+                    yield info["name"], info
 
     def _to_location(self, path: str) -> str:
         if self.scheme == "s3":

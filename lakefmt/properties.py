@@ -38,10 +38,16 @@ WRITE_LEASE_SECONDS = Property("write.lease-seconds", 3600, 1, None,
                                "Lifetime of a writer's write-intent lease (CAT-10); renewed at half-life.")
 MANIFEST_MIN_MERGE_COUNT = Property("commit.manifest.min-count-to-merge", 100, 0, None,
                                     "Appends merge small manifests when more than this many exist (0: never).")
+EXPIRE_MAX_SNAPSHOT_AGE_MS = Property("history.expire.max-snapshot-age-ms", 5 * 24 * 3600 * 1000, 0, None,
+                                      "Snapshot expiry removes snapshots older than this by default (MAINT-3).")
+EXPIRE_MIN_SNAPSHOTS_TO_KEEP = Property("history.expire.min-snapshots-to-keep", 1, 1, None,
+                                        "Snapshot expiry keeps at least this many of the newest current "
+                                        "ancestors (MAINT-3).")
 
 CORE_PROPERTIES = (TARGET_FILE_SIZE, COMPRESSION_LEVEL, ROW_GROUP_ROWS, COMMIT_RETRIES,
                    COMMIT_MIN_WAIT_MS, COMMIT_MAX_WAIT_MS, METADATA_PREVIOUS_MAX, MANIFEST_TARGET_SIZE,
-                   MANIFEST_MIN_MERGE_COUNT, WRITE_LEASE_SECONDS)
+                   MANIFEST_MIN_MERGE_COUNT, WRITE_LEASE_SECONDS, EXPIRE_MAX_SNAPSHOT_AGE_MS,
+                   EXPIRE_MIN_SNAPSHOTS_TO_KEEP)
 
 
 def number_property(props: Mapping[str, str], prop: Property, override: float | None = None) -> float:

@@ -41,12 +41,15 @@ from lakefmt.scan import DataScan, read_data_file
 from lakefmt.schema import Schema, SchemaEvolution
 from lakefmt.sorting import UNSORTED, SortOrder, parse_sort_by
 from lakefmt.updates import (
-    AddSchema, AssertCurrentSchema, RemoveProperties, Requirement, SetCurrentSchema, SetProperties, Update,
+    AddSchema, AssertCurrentSchema, AssertCurrentSnapshot, RemoveProperties, Requirement, SetCurrentSchema,
+    SetCurrentSnapshot, SetProperties, Update,
 )
 from lakefmt.write import WriteOptions, conform, write_data_files
 
 if TYPE_CHECKING:
     from lakefmt.catalog import Catalog
+    from lakefmt.compaction import Compaction
+    from lakefmt.maintenance import CheckReport, Maintenance, TableStats
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,28 @@ class Table:
                                     snap.snapshot_id, snap.parent_snapshot_id, snap.operation,
                                     snap.snapshot_id in ancestors, dict(snap.summary)))
         return out
+
+    @property
+    def compaction(self) -> Compaction:
+        """Compaction of this table's small files and manifests (spec/compaction.md)."""
+        from lakefmt.compaction import Compaction  # maintenance sits above the table layer
+
+        return Compaction(self)
+
+    @property
+    def maintenance(self) -> Maintenance:
+        """Snapshot expiry, orphan-file removal, statistics and checks (spec/maintenance.md)."""
+        from lakefmt.maintenance import Maintenance  # maintenance sits above the table layer
+
+        return Maintenance(self)
+
+    def stats(self) -> TableStats:
+        """Live, historical and orphan storage, per partition too (see :meth:`Maintenance.stats`)."""
+        return self.maintenance.stats()
+
+    def check(self) -> CheckReport:
+        """Validate the table at rest against spec/ (see :meth:`Maintenance.check`)."""
+        return self.maintenance.check()
 
     # -- reading -----------------------------------------------------------------
     def scan(self, filter: str | Expression | None = None, columns: Sequence[str] | None = None, *,
@@ -346,6 +371,33 @@ class Table:
             self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation,
             token=self.write_token())
         return self.metadata
+
+    # -- moving the current snapshot ----------------------------------------------------
+    def rollback_to(self, snapshot_id: int) -> Snapshot:
+        """Make an ancestor of the current snapshot current again, as a commit (MAINT-13, COMMIT-16).
+
+        Raises :class:`ValidationError` if ``snapshot_id`` is not an ancestor of the current
+        snapshot (use :meth:`set_current_snapshot` for any retained snapshot).
+        """
+        self.refresh()
+        if snapshot_id not in {s.snapshot_id for s in self.metadata.ancestors(self.metadata.current_snapshot_id)}:
+            self.metadata.snapshot_by_id(snapshot_id)  # NoSuchSnapshotError if it is not retained at all
+            raise ValidationError(f"snapshot {snapshot_id} is not an ancestor of the current snapshot "
+                                  f"{self.metadata.current_snapshot_id}; use set_current_snapshot")
+        return self._set_current(snapshot_id, "rollback")
+
+    def set_current_snapshot(self, snapshot_id: int) -> Snapshot:
+        """Make any retained snapshot current, as a commit (MAINT-13, COMMIT-16)."""
+        self.refresh()
+        return self._set_current(snapshot_id, "set-current-snapshot")
+
+    def _set_current(self, snapshot_id: int, operation: str) -> Snapshot:
+        snapshot = self.metadata.snapshot_by_id(snapshot_id)
+        current = self.metadata.current_snapshot_id
+        if current != snapshot_id:  # already current: nothing to commit
+            self.commit_updates([SetCurrentSnapshot(snapshot_id)], requirements=[AssertCurrentSnapshot(current)],
+                                operation=operation)
+        return snapshot
 
     # -- schema and properties ---------------------------------------------------------
     def update_schema(self) -> SchemaUpdate:

@@ -42,7 +42,8 @@ HASH_VECTORS = [  # spec/partitioning.md PART-4 test vectors (= Iceberg spec App
     pytest.param(DATE, dt.date(2017, 11, 16), -653330422, 10, id="date-2017-11-16"),
     pytest.param(TIME, dt.time(22, 31, 8), -662762989, 3, id="time-22:31:08"),
     pytest.param(TIMESTAMP, dt.datetime(2017, 11, 16, 22, 31, 8), -2047944441, 7, id="timestamp"),
-    pytest.param(TIMESTAMPTZ, dt.datetime(2017, 11, 16, 14, 31, 8, tzinfo=PST), -2047944441, 7, id="timestamptz"),
+    pytest.param(TIMESTAMPTZ, dt.datetime(2017, 11, 16, 14, 31, 8, tzinfo=PST), -2047944441, 7,
+                 id="timestamptz"),
     pytest.param(STRING, "iceberg", 1210000089, 9, id="string-iceberg"),
     pytest.param(BINARY, bytes([0, 1, 2, 3]), -188683207, 9, id="binary-00010203"),
 ]

@@ -8,10 +8,11 @@ One round of the merge, with Arrow kernels only:
 
 1. The *frontier* is the smallest of the buffers' last rows; its run is ``f``.
 2. Runs whose first row is after the frontier cannot contribute this round.
-3. The buffers of the other runs are concatenated and sorted (stably); every row up
-   to and including ``f``'s last row is emitted. No row still unread can sort
-   before it, since every run's unread rows come after its buffer's last row, which
-   is not before the frontier. Each participant's emitted rows are a prefix of its
+3. The buffers of the other runs are concatenated with the frontier key appended
+   last and sorted (stably); every row before that sentinel, i.e. every buffered
+   row not after the frontier, is emitted. No row still unread can sort before
+   them, since every run's unread rows come after its buffer's last row, which is
+   not before the frontier. Each participant's emitted rows are a prefix of its
    buffer (its rows keep their order in a stable sort), so the rest stays buffered.
 4. ``f``'s buffer is now empty and is refilled; short buffers are topped up.
 
@@ -65,6 +66,7 @@ def merge_sorted(inputs: Sequence[Iterator[pa.RecordBatch]], schema: pa.Schema, 
                  batch_rows: int) -> Iterator[pa.Table]:
     """Yield the rows of ``inputs`` (each sorted by ``keys``) as sorted tables, in order."""
     key_names = list(dict.fromkeys(k[0] for k in keys))
+    sort_keys = list(keys)
     runs = [_Run(it, schema) for it in inputs]
     for run in runs:
         run.fill(batch_rows)
@@ -76,34 +78,30 @@ def merge_sorted(inputs: Sequence[Iterator[pa.RecordBatch]], schema: pa.Schema, 
             yield active[0].take_all()
             active[0].fill(batch_rows)
             continue
-        lasts = pa.concat_tables([r.buffer.select(key_names).slice(r.buffer.num_rows - 1, 1) for r in active])
-        frontier = int(sort_indices(lasts, list(keys))[0].as_py())
-        # Firsts, then the frontier row last: in a stable sort, runs placed before it start at or before it.
-        firsts = pa.concat_tables([r.buffer.select(key_names).slice(0, 1) for r in active]
-                                  + [lasts.slice(frontier, 1)])
-        order = sort_indices(firsts, list(keys)).to_pylist()
+        key_tables = [r.buffer.select(key_names) for r in active]
+        lasts = pa.concat_tables([t.slice(t.num_rows - 1, 1) for t in key_tables])
+        frontier = int(sort_indices(lasts, sort_keys)[0].as_py())
+        sentinel = lasts.slice(frontier, 1)
+        # The frontier key goes last: a stable sort places every row equal to it before it.
+        firsts = pa.concat_tables([t.slice(0, 1) for t in key_tables] + [sentinel])
+        order = sort_indices(firsts, sort_keys).to_pylist()
         participants = sorted(order[:order.index(len(active))])
         if participants == [frontier]:
             yield active[frontier].take_all()
             active[frontier].fill(batch_rows)
             continue
         members = [active[i] for i in participants]
-        combined = pa.concat_tables([m.buffer for m in members])
-        offsets, start = [], 0
-        for m in members:
-            offsets.append(start)
-            start += m.buffer.num_rows
-        indices = sort_indices(combined, list(keys))
-        f = participants.index(frontier)
-        last_of_frontier = offsets[f] + members[f].buffer.num_rows - 1
-        upto = int(pc.index(indices, pa.scalar(last_of_frontier, indices.type)).as_py())
-        chosen = indices.slice(0, upto + 1)
-        yield combined.take(chosen)
-        for m, offset in zip(members, offsets):
-            low = pc.greater_equal(chosen, pa.scalar(offset, chosen.type))
-            high = pc.less(chosen, pa.scalar(offset + m.buffer.num_rows, chosen.type))
-            emitted = int(pc.sum(pc.and_(low, high)).as_py() or 0)
-            m.buffer = m.buffer.slice(emitted)
-        for m in members:
-            if m.buffer.num_rows < batch_rows // 2:
+        keys_table = pa.concat_tables([key_tables[i] for i in participants] + [sentinel])
+        indices = sort_indices(keys_table, sort_keys)
+        upto = int(pc.index(indices, pa.scalar(keys_table.num_rows - 1, indices.type)).as_py())
+        chosen = indices.slice(0, upto)  # every buffered row not after the frontier key
+        yield pa.concat_tables([m.buffer for m in members]).take(chosen)
+        run_of_row = pa.chunked_array([pa.repeat(pa.scalar(i, pa.int32()), m.buffer.num_rows)
+                                       for i, m in enumerate(members)], pa.int32())
+        emitted = [0] * len(members)
+        for item in pc.value_counts(run_of_row.take(chosen)).to_pylist():
+            emitted[item["values"]] = item["counts"]
+        for m, count in zip(members, emitted):
+            m.buffer = m.buffer.slice(count)
+            if m.buffer.num_rows < max(1, batch_rows // 2):
                 m.fill(batch_rows)

@@ -1,4 +1,4 @@
-"""Compaction properties and their defaults, in one place (spec/compaction.md §Properties, COMPACT-2).
+"""Compaction properties and their defaults, in one place (spec/compaction.md §Properties, COMPACT-1).
 
 Every knob is a table property (``compaction.*``) with a default here; a call may
 override any of them. :func:`resolve_options` turns properties plus overrides into
@@ -20,7 +20,12 @@ from typing import Any, Literal
 from lakefmt.compaction.pacing import parse_quiet_windows
 from lakefmt.errors import ValidationError
 from lakefmt.properties import (
-    COMPRESSION_LEVEL, TARGET_FILE_SIZE, MiB, Property, int_property, number_property,
+    COMPRESSION_LEVEL,
+    TARGET_FILE_SIZE,
+    MiB,
+    Property,
+    int_property,
+    number_property,
 )
 
 Strategy = Literal["binpack", "sort", "zorder"]
@@ -61,7 +66,7 @@ COMPACTION_PROPERTIES = (TARGET_FILE_SIZE_BYTES, SMALL_FILE_THRESHOLD_RATIO, MIN
 
 @dataclass(frozen=True)
 class CompactionOptions:
-    """The resolved knobs of one compaction run (COMPACT-2). Plain data: picklable."""
+    """The resolved knobs of one compaction run (COMPACT-1). Plain data: picklable."""
 
     target_file_size: int = 128 * MiB
     small_file_ratio: float = 0.75
@@ -91,7 +96,7 @@ _INTEGERS = {"target_file_size", "min_input_files", "max_group_size", "max_concu
 
 
 def resolve_options(properties: Mapping[str, str], **overrides: Any) -> CompactionOptions:
-    """Options from table properties, with ``overrides`` (non-None) taking precedence (COMPACT-2).
+    """Options from table properties, with ``overrides`` (non-None) taking precedence (COMPACT-1).
 
     The target size falls back to ``write.target-file-size-bytes`` and the ZSTD level to
     ``write.parquet.compression-level`` when the ``compaction.*`` property is not set.

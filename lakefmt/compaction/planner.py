@@ -123,16 +123,17 @@ class CompactionPlan:
 
     def __repr__(self) -> str:
         return (f"CompactionPlan({self.strategy}, {len(self.groups)} groups, {self.files_to_rewrite} files, "
-                f"{_fmt_bytes(self.bytes_to_rewrite)}, skipped={self.skipped_by_reason()})")
+                f"{format_bytes(self.bytes_to_rewrite)}, skipped={self.skipped_by_reason()})")
 
     def explain(self, *, max_partitions: int | None = None) -> str:
         """A readable account of every partition: groups, and why files were left out."""
-        lines = [f"{self.strategy} plan: {len(self.groups)} groups, {self.files_to_rewrite} files, "
-                 f"{_fmt_bytes(self.bytes_to_rewrite)} to rewrite "
-                 f"(target {_fmt_bytes(self.options.target_file_size)}, small < "
-                 f"{_fmt_bytes(self.options.small_file_threshold)}, min {self.options.min_input_files} files, "
-                 f"max group {_fmt_bytes(self.options.max_group_size)}, "
-                 f"min age {self.options.min_age_seconds:g} s)"]
+        header = (f"{self.strategy} plan: {len(self.groups)} groups, {self.files_to_rewrite} files, "
+                  f"{format_bytes(self.bytes_to_rewrite)} to rewrite "
+                  f"(target {format_bytes(self.options.target_file_size)}, small < "
+                  f"{format_bytes(self.options.small_file_threshold)}, min {self.options.min_input_files} files, "
+                  f"max group {format_bytes(self.options.max_group_size)}, "
+                  f"min age {self.options.min_age_seconds:g} s)")
+        lines = [header]
         shown = self.partitions if max_partitions is None else self.partitions[:max_partitions]
         for p in shown:
             head = f"  {p.label}: {p.files_total} files, {len(p.candidates)} candidates"
@@ -140,7 +141,7 @@ class CompactionPlan:
                 head += f" -- skipped: {p.reason}"
             lines.append(head)
             for g in p.groups:
-                lines.append(f"    group {g.group_id}: {len(g.files)} files, {_fmt_bytes(g.input_bytes)}, "
+                lines.append(f"    group {g.group_id}: {len(g.files)} files, {format_bytes(g.input_bytes)}, "
                              f"{g.input_rows} rows")
             counts: dict[str, int] = {}
             for s in p.skipped:
@@ -274,7 +275,7 @@ def _default_label(spec_id: int, partition: tuple[Any, ...]) -> str:
     return f"spec {spec_id} {partition!r}" if spec_id else repr(partition)
 
 
-def _fmt_bytes(n: float) -> str:
+def format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

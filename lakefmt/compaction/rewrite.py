@@ -15,7 +15,7 @@ Strategies:
 * ``zorder`` sorts the group in memory by Z-order key (:mod:`lakefmt.compaction.zorder`).
 
 Outputs are ZSTD Parquet files named ``compact-...`` with statistics from their
-footers (WRITE-6). Before returning, the outputs are read back and must hold exactly
+footers (COMPACT-16). Before returning, the outputs are read back and must hold exactly
 the input rows: same count, same order-independent checksum (COMPACT-17); otherwise
 they are deleted and :class:`~lakefmt.errors.ChecksumMismatchError` is raised.
 """

@@ -1,0 +1,143 @@
+"""Compaction: rewrite small files into target-sized ones, and compact manifests (spec/compaction.md).
+
+``t.compaction`` is a :class:`Compaction` for table ``t``:
+
+    >>> plan = t.compaction.plan(strategy="binpack")       # dry run: groups, and why files are left out
+    >>> print(plan.explain())
+    >>> result = t.compaction.run(strategy="sort", sort_by=["payload_id", "sensor_kind"])
+    >>> result = t.compaction.run(strategy="zorder", columns=["payload_id", "sensor_kind"])
+    >>> t.compaction.rewrite_manifests()
+
+Options default to the table's ``compaction.*`` properties (:mod:`lakefmt.compaction.options`)
+and may be overridden per call. The pieces, top to bottom: :mod:`~lakefmt.compaction.planner`
+(pure planning), :mod:`~lakefmt.compaction.rewrite` (one group; also what a Spark task runs),
+:mod:`~lakefmt.compaction.runner` (leases, pacing, commits), :mod:`~lakefmt.compaction.manifests`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from lakefmt.compaction.manifests import planning_seconds, rewrite_manifests
+from lakefmt.compaction.options import (
+    COMPACTION_PROPERTIES,
+    CompactionOptions,
+    Strategy,
+    resolve_options,
+)
+from lakefmt.compaction.pacing import Pacer, QuietWindows, TokenBucket
+from lakefmt.compaction.planner import (
+    CompactionPlan,
+    FileGroup,
+    PartitionPlan,
+    PlannerFile,
+    SkippedFile,
+    plan_groups,
+)
+from lakefmt.compaction.results import CompactionResult, GroupResult, ManifestRewriteResult
+from lakefmt.compaction.rewrite import RewriteResult, RewriteTask, rewrite_group
+from lakefmt.compaction.runner import Progress, plan_table, run_plan
+from lakefmt.compaction.verify import Checksum, checksum
+from lakefmt.expressions import Expression
+
+if TYPE_CHECKING:
+    from lakefmt.table import Table
+
+__all__ = [
+    "COMPACTION_PROPERTIES",
+    "Checksum",
+    "Compaction",
+    "CompactionOptions",
+    "CompactionPlan",
+    "CompactionResult",
+    "FileGroup",
+    "GroupResult",
+    "ManifestRewriteResult",
+    "Pacer",
+    "PartitionPlan",
+    "PlannerFile",
+    "QuietWindows",
+    "RewriteResult",
+    "RewriteTask",
+    "SkippedFile",
+    "TokenBucket",
+    "checksum",
+    "plan_groups",
+    "planning_seconds",
+    "resolve_options",
+    "rewrite_group",
+]
+
+
+class Compaction:
+    """Compaction of one table: ``plan``, ``run`` and ``rewrite_manifests`` (spec/compaction.md).
+
+    Every option left as None comes from the table's ``compaction.*`` properties.
+    """
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def __repr__(self) -> str:
+        return f"Compaction({self.table.name!r})"
+
+    def options(self, *, target_file_size: int | None = None, small_file_ratio: float | None = None,
+                min_input_files: int | None = None, max_group_size: int | None = None,
+                min_age_seconds: float | None = None, max_concurrent_groups: int | None = None,
+                read_mb_per_s: float | None = None, quiet_windows: str | None = None,
+                zstd_level: int | None = None, lease_seconds: float | None = None) -> CompactionOptions:
+        """The effective options: table properties, overridden by the non-None arguments (COMPACT-1)."""
+        return resolve_options(
+            self.table.metadata.properties, target_file_size=target_file_size, small_file_ratio=small_file_ratio,
+            min_input_files=min_input_files, max_group_size=max_group_size, min_age_seconds=min_age_seconds,
+            max_concurrent_groups=max_concurrent_groups, read_mb_per_s=read_mb_per_s,
+            quiet_windows=quiet_windows, zstd_level=zstd_level, lease_seconds=lease_seconds)
+
+    def plan(self, strategy: Strategy = "binpack", *, sort_by: Sequence[str] | None = None,
+             columns: Sequence[str] | None = None, filter: str | Expression | None = None,
+             now: datetime | None = None, **options: Any) -> CompactionPlan:
+        """What :meth:`run` would do, without writing anything (COMPACT-11).
+
+        ``options`` are the keyword arguments of :meth:`options` (``min_age_seconds=0``, ...).
+        """
+        self.table.refresh()
+        return plan_table(self.table, self.options(**options), strategy=strategy, sort_by=sort_by,
+                          columns=columns, filter=filter, now=now)
+
+    def run(self, strategy: Strategy = "binpack", *, sort_by: Sequence[str] | None = None,
+            columns: Sequence[str] | None = None, filter: str | Expression | None = None,
+            respect_windows: bool = False, should_pause: Callable[[], float] | None = None,
+            progress: Progress | None = None, hook: Callable[[str, dict[str, Any]], None] | None = None,
+            use_leases: bool = True, owner: str | None = None, **options: Any) -> CompactionResult:
+        """Plan and compact: each group is rewritten, verified and committed on its own (COMPACT-18).
+
+        Args:
+            strategy: ``"binpack"``, ``"sort"`` (by ``sort_by`` or the table's sort order) or
+                ``"zorder"`` (over ``columns``, default the sort order's columns).
+            filter: only files that may hold matching rows are compacted (COMPACT-10).
+            respect_windows: do nothing inside a quiet window, and start no partition once
+                one begins (COMPACT-26).
+            should_pause: back-off hook, asked before every input file; returns seconds to wait.
+            progress: called as ``progress(groups_done, groups_total, group_result)``.
+            hook: test seam, called as ``hook(point, info)`` at ``"outputs-written"`` and
+                ``"before-commit"``.
+            use_leases: take a per-partition lease in the catalog (COMPACT-22).
+            options: keyword arguments of :meth:`options`.
+        """
+        opts = self.options(**options)
+        if respect_windows and QuietWindows.parse(opts.quiet_windows).contains():
+            plan = CompactionPlan(strategy, opts, (), int(time.time() * 1000))  # not even planned (COMPACT-26)
+        else:
+            self.table.refresh()
+            plan = plan_table(self.table, opts, strategy=strategy, sort_by=sort_by, columns=columns,
+                              filter=filter)
+        return run_plan(self.table, plan, respect_windows=respect_windows, should_pause=should_pause,
+                        progress=progress, hook=hook, use_leases=use_leases, owner=owner)
+
+    def rewrite_manifests(self, *, target_size: int | None = None,
+                          probe_filter: str | Expression | None = None) -> ManifestRewriteResult:
+        """Merge small manifests into few, clustered by partition, as a metadata-only commit (COMPACT-29)."""
+        return rewrite_manifests(self.table, target_size=target_size, probe_filter=probe_filter)

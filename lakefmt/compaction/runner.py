@@ -1,0 +1,318 @@
+"""Running a compaction: plan from a table, rewrite groups in parallel, commit each (COMPACT-18..COMPACT-28).
+
+:func:`plan_table` reads the live files of the current snapshot (with the time each
+was ingested) and hands them to the pure planner. :func:`run_plan` executes a plan:
+partition by partition, most fragmented first, it takes the partition's lease, runs
+the group rewrites on a bounded thread pool (paced by the read budget and the
+back-off hook), and commits every group as soon as it is rewritten, as its own
+``replace`` snapshot through the catalog's compare-and-swap. A group whose source
+files were removed concurrently is dropped and its outputs deleted; appends that
+land meanwhile are rebased by the commit protocol; one failing group never blocks
+the others (partial progress, COMPACT-19). Leases only save work; the catalog's
+compare-and-swap is what keeps two compactors from both replacing a file (COMPACT-24).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from lakefmt.commit import FileChange
+from lakefmt.compaction.options import STRATEGIES, CompactionOptions, Strategy
+from lakefmt.compaction.pacing import Pacer, QuietWindows, TokenBucket
+from lakefmt.compaction.planner import CompactionPlan, FileGroup, PartitionPlan, PlannerFile, plan_groups
+from lakefmt.compaction.results import CompactionResult, GroupResult
+from lakefmt.compaction.rewrite import Hook, RewriteResult, RewriteTask, rewrite_group
+from lakefmt.errors import CommitConflictError, CommitStateUnknownError, LakefmtError, ValidationError
+from lakefmt.expressions import Expression
+from lakefmt.hooks import checkpoint
+from lakefmt.leases import Leases
+from lakefmt.manifest_cache import read_entries
+from lakefmt.manifest_io import read_manifest_list
+from lakefmt.sorting import parse_sort_by
+
+if TYPE_CHECKING:
+    from lakefmt.metadata import Snapshot, TableMetadata
+    from lakefmt.table import Table
+
+LEASE_KIND = "partition"
+Progress = Callable[[int, int, GroupResult], None]
+
+
+def default_owner() -> str:
+    """A compactor's identity in the leases table: host, process and a random suffix."""
+    return f"compactor:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def lease_key(meta: TableMetadata, spec_id: int, partition: tuple[Any, ...]) -> str:
+    """The key of a partition's lease: ``<spec id>:<partition path>`` (COMPACT-22)."""
+    spec = meta.spec_by_id(spec_id)
+    if spec.is_unpartitioned:
+        return f"{spec_id}:"
+    try:
+        return f"{spec_id}:{spec.partition_path(partition, meta.schema)}"
+    except LakefmtError:
+        return f"{spec_id}:{partition!r}"
+
+
+def live_files(table: Table, snapshot: Snapshot, scope: set[str] | None) -> list[PlannerFile]:
+    """The live files of ``snapshot`` with when (and by what operation) each was added (COMPACT-5)."""
+    meta = table.metadata
+    location = meta.location
+    snapshots = {s.snapshot_id: s for s in meta.snapshots}
+    out: list[PlannerFile] = []
+    for m in read_manifest_list(table.io, f"{location}/{snapshot.manifest_list}"):
+        if m.live_files_count == 0:
+            continue
+        for e in read_entries(table.io, f"{location}/{m.path}", m, meta.spec_by_id(m.spec_id), meta.schema):
+            if not e.is_live:
+                continue
+            added = snapshots.get(e.snapshot_id) if e.snapshot_id is not None else None
+            out.append(PlannerFile(
+                e.data_file,
+                added_ms=added.timestamp_ms if added is not None else None,
+                compacted=added is not None and added.operation == "replace",
+                in_scope=scope is None or e.data_file.path in scope))
+    return out
+
+
+def resolve_layout(meta: TableMetadata, strategy: Strategy, sort_by: Sequence[str] | None,
+                   columns: Sequence[str] | None) -> tuple[tuple[tuple[str, str, str], ...], int | None, tuple[str, ...]]:
+    """Sort keys, the id of the sort order outputs will follow (if registered), and Z-order columns."""
+    if strategy not in STRATEGIES:
+        raise ValidationError(f"unknown compaction strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+    schema = meta.schema
+    if isinstance(sort_by, str) or isinstance(columns, str):
+        raise ValidationError("sort_by and columns take lists of column names, e.g. ['payload_id']")
+    if strategy == "binpack":
+        if sort_by or columns:
+            raise ValidationError("binpack does not order rows; use strategy='sort' or 'zorder' with columns")
+        return (), None, ()
+    if strategy == "sort":
+        if columns and not sort_by:
+            sort_by = columns
+        if sort_by:
+            order = parse_sort_by(list(sort_by), schema)
+            known = next((o.order_id for o in meta.sort_orders if o.fields == order.fields and o.fields), None)
+        else:
+            order = meta.sort_order
+            known = order.order_id
+        if order.is_unsorted:
+            raise ValidationError("strategy 'sort' needs sort_by=[...] or a table sort order (sort_by at create)")
+        return tuple(order.arrow_sort_keys(schema)), known, ()
+    names = list(columns or sort_by or [])
+    if not names:
+        names = [f.name for f in (schema.field_by_id(sf.source_id) for sf in meta.sort_order.fields) if f]
+    if not names:
+        raise ValidationError("strategy 'zorder' needs columns=[...] or a table sort order")
+    return (), None, tuple(schema.find(n).name for n in names)
+
+
+def plan_table(table: Table, options: CompactionOptions, *, strategy: Strategy, sort_by: Sequence[str] | None = None,
+               columns: Sequence[str] | None = None, filter: str | Expression | None = None,
+               now: datetime | None = None) -> CompactionPlan:
+    """Plan a compaction of the table's current snapshot (COMPACT-3..COMPACT-11)."""
+    started = time.perf_counter()
+    meta = table.metadata
+    keys, order_id, zcols = resolve_layout(meta, strategy, sort_by, columns)
+    snapshot = meta.current_snapshot
+    now_ms = int((now or datetime.now(timezone.utc)).timestamp() * 1000)
+    if snapshot is None:
+        files: list[PlannerFile] = []
+    else:
+        scope = None if filter is None else {f.path for f in table.scan(filter, snapshot_id=snapshot.snapshot_id)
+                                             .plan_files()}
+        files = live_files(table, snapshot, scope)
+
+    def label(spec_id: int, values: tuple[Any, ...]) -> str:
+        spec = meta.spec_by_id(spec_id)
+        if spec.is_unpartitioned:
+            return "(unpartitioned)"
+        try:
+            path = spec.partition_path(values, meta.schema)
+        except LakefmtError:
+            path = repr(values)
+        return path if spec_id == meta.default_spec_id else f"spec={spec_id}/{path}"
+
+    plan = plan_groups(files, options, strategy=strategy, now_ms=now_ms, target_sort_order_id=order_id, label=label)
+    return replace(plan, snapshot_id=None if snapshot is None else snapshot.snapshot_id, sort_keys=keys,
+                   zorder_columns=zcols, planning_seconds=time.perf_counter() - started)
+
+
+def make_task(table: Table, plan: CompactionPlan, group: FileGroup) -> RewriteTask:
+    """The plain-data description of one group's rewrite (what a Spark task would receive)."""
+    meta = table.metadata
+    options = plan.options
+    write = table.write_options(kind="compact", target_file_size=options.target_file_size,
+                                compression_level=options.zstd_level)
+    inputs_sorted = plan.target_sort_order_id is not None and all(
+        f.sort_order_id == plan.target_sort_order_id for f in group.files)
+    return RewriteTask(
+        group_id=group.group_id, location=meta.location, schema=meta.schema, spec=meta.spec_by_id(group.spec_id),
+        partition=group.partition, files=group.files, strategy=plan.strategy, write_options=write,
+        sort_keys=plan.sort_keys, zorder_columns=plan.zorder_columns,
+        output_sort_order_id=plan.target_sort_order_id if plan.strategy == "sort" else None,
+        inputs_sorted=inputs_sorted)
+
+
+def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = False,
+             should_pause: Callable[[], float] | None = None, progress: Progress | None = None,
+             hook: Hook | None = None, use_leases: bool = True, owner: str | None = None,
+             clock: Callable[[], datetime] | None = None) -> CompactionResult:
+    """Execute ``plan``: rewrite, verify and commit group by group (COMPACT-18..COMPACT-28)."""
+    started = time.perf_counter()
+    now = clock or (lambda: datetime.now(timezone.utc))
+    windows = QuietWindows.parse(plan.options.quiet_windows)
+    files_before, bytes_before = _totals(table.metadata)
+    total = len(plan.groups)
+    if respect_windows and windows.contains(now()):
+        return _result(table, plan, [], started, files_before, bytes_before, status="quiet-window")
+    if total == 0:
+        return _result(table, plan, [], started, files_before, bytes_before, status="nothing-to-do")
+    pacer = Pacer(TokenBucket.from_mb_per_s(plan.options.read_mb_per_s), should_pause)
+    leases = Leases(table.catalog)
+    owner = owner or default_owner()
+    table_uuid = table.metadata.table_uuid
+    ttl = plan.options.lease_seconds
+    results: list[GroupResult] = []
+    held: dict[str, int] = {}  # lease key -> groups still running
+    running: dict[Future[RewriteResult], tuple[FileGroup, str]] = {}
+    queue = [p for p in plan.partitions if p.groups]
+
+    def finish(group_result: GroupResult) -> None:
+        results.append(group_result)
+        if progress is not None:
+            progress(len(results), total, group_result)
+
+    def skip_partition(p: PartitionPlan, status: Any, error: str | None = None) -> None:
+        for g in p.groups:
+            finish(GroupResult(g.group_id, g.partition_label, status, len(g.files), g.input_bytes, error=error))
+
+    def work(task: RewriteTask) -> RewriteResult:
+        pacer.wait_while_paused()
+        return rewrite_group(table.io, task, throttle=pacer, hook=hook)
+
+    # At most max-concurrent-groups rewrites at once (COMPACT-27).
+    pool = ThreadPoolExecutor(max_workers=plan.options.max_concurrent_groups, thread_name_prefix="lakefmt-compact")
+    try:
+        while queue or running:
+            while queue and len(running) < plan.options.max_concurrent_groups:
+                part = queue.pop(0)
+                if respect_windows and windows.contains(now()):
+                    skip_partition(part, "quiet-window")
+                    for rest in queue:
+                        skip_partition(rest, "quiet-window")
+                    queue.clear()
+                    break
+                key = lease_key(table.metadata, part.spec_id, part.partition)
+                if use_leases and not leases.acquire(  # atomic; an expired lease is taken over (COMPACT-23)
+                        table_uuid, LEASE_KIND, key, owner=owner, ttl=ttl):
+                    skip_partition(part, "lease-held", "another compactor holds this partition's lease")
+                    continue
+                live = _live_paths_if_changed(table, plan.snapshot_id)
+                groups = [g for g in part.groups if live is None or all(f.path in live for f in g.files)]
+                for g in part.groups:
+                    if g not in groups:  # another writer replaced its files since planning (COMPACT-18)
+                        finish(GroupResult(g.group_id, g.partition_label, "conflict", len(g.files), g.input_bytes,
+                                           error="source files were removed since planning; not rewritten"))
+                if not groups:
+                    if use_leases:
+                        leases.release(table_uuid, LEASE_KIND, [key], owner=owner)
+                    continue
+                held[key] = len(groups)
+                for g in groups:
+                    running[pool.submit(work, make_task(table, plan, g))] = (g, key)
+            if not running:
+                continue
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in done:
+                group, key = running.pop(future)
+                finish(_commit_group(table, plan, group, future, hook, leases, key, owner, ttl, use_leases))
+                held[key] -= 1
+                if held[key] == 0:
+                    del held[key]
+                    if use_leases:
+                        leases.release(table_uuid, LEASE_KIND, [key], owner=owner)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for future in running:  # interrupted: rewritten but never committed, so nothing references them
+            if future.done() and not future.cancelled() and future.exception() is None:
+                table.io.delete_many(list(future.result().output_paths))
+        if use_leases and held:
+            leases.release(table_uuid, LEASE_KIND, list(held), owner=owner)
+    return _result(table, plan, results, started, files_before, bytes_before, throttled=pacer.throttled_seconds)
+
+
+def _commit_group(table: Table, plan: CompactionPlan, group: FileGroup, future: Future[RewriteResult],
+                  hook: Hook | None, leases: Leases, key: str, owner: str, ttl: float,
+                  use_leases: bool) -> GroupResult:
+    """Commit one rewritten group as a ``replace`` snapshot (COMPACT-18)."""
+    base = GroupResult(group.group_id, group.partition_label, "failed", len(group.files), group.input_bytes)
+    try:
+        rewritten = future.result()
+    except Exception as exc:  # noqa: BLE001 - one bad group never blocks the others (COMPACT-19)
+        return replace(base, error=f"{type(exc).__name__}: {exc}")
+    outputs = list(rewritten.outputs)
+    done = replace(base, output_files=len(outputs), output_bytes=rewritten.output_bytes, rows=rewritten.rows,
+                   method=rewritten.method, seconds=rewritten.seconds)
+    if use_leases:
+        leases.acquire(table.metadata.table_uuid, LEASE_KIND, key, owner=owner, ttl=ttl)  # renew
+    if hook is not None:
+        hook("before-commit", {"group_id": group.group_id, "paths": list(rewritten.output_paths)})
+    checkpoint("compaction-before-commit")
+    change = FileChange("replace", added=outputs, removed=list(group.files), summary={
+        "lakefmt.compaction.strategy": plan.strategy, "lakefmt.compaction.group": group.group_id,
+        "lakefmt.compaction.method": rewritten.method})
+    try:
+        snapshot = table.commit_change(change, cleanup_on_failure=outputs)
+    except CommitConflictError as exc:
+        # A source file is gone (another compaction, a delete): the group no longer applies.
+        return replace(done, status="conflict", output_files=0, output_bytes=0, error=str(exc))
+    except CommitStateUnknownError as exc:
+        return replace(done, error=f"commit outcome unknown, outputs kept: {exc}")
+    except LakefmtError as exc:
+        return replace(done, output_files=0, output_bytes=0, error=f"{type(exc).__name__}: {exc}")
+    return replace(done, status="committed", snapshot_id=snapshot.snapshot_id)
+
+
+def _live_paths_if_changed(table: Table, planned_snapshot_id: int | None) -> set[str] | None:
+    """The live file paths of the current snapshot, or None if it is still the planned one."""
+    table.refresh()
+    snapshot = table.metadata.current_snapshot
+    if snapshot is None or snapshot.snapshot_id == planned_snapshot_id:
+        return None
+    return {f.data_file.path for f in live_files(table, snapshot, None)}
+
+
+def _totals(meta: TableMetadata) -> tuple[int, int]:
+    snap = meta.current_snapshot
+    if snap is None:
+        return 0, 0
+    return int(snap.summary.get("total-data-files", 0)), int(snap.summary.get("total-files-size", 0))
+
+
+def _result(table: Table, plan: CompactionPlan, groups: list[GroupResult], started: float, files_before: int,
+            bytes_before: int, *, status: Any = "done", throttled: float = 0.0) -> CompactionResult:
+    committed = [g for g in groups if g.committed]
+    files_after, bytes_after = _totals(table.metadata) if committed else (files_before, bytes_before)
+    order = {g.group_id: i for i, g in enumerate(plan.groups)}
+    ordered = tuple(sorted(groups, key=lambda g: order.get(g.group_id, 0)))
+    return CompactionResult(
+        table=table.name, strategy=plan.strategy, groups_planned=len(plan.groups),
+        groups_committed=len(committed),
+        groups_skipped=sum(1 for g in groups if g.status in ("conflict", "lease-held", "quiet-window")),
+        groups_failed=sum(1 for g in groups if g.status == "failed"),
+        files_before=files_before, files_after=files_after, bytes_before=bytes_before, bytes_after=bytes_after,
+        files_rewritten=sum(g.input_files for g in committed), files_written=sum(g.output_files for g in committed),
+        bytes_rewritten=sum(g.input_bytes for g in committed), bytes_written=sum(g.output_bytes for g in committed),
+        rows_rewritten=sum(g.rows for g in committed), seconds=time.perf_counter() - started,
+        snapshot_ids=tuple(g.snapshot_id for g in committed if g.snapshot_id is not None),
+        groups=ordered, status=status if plan.groups or status != "done" else "nothing-to-do",
+        throttled_seconds=throttled)

@@ -1,0 +1,188 @@
+"""Orphan-file removal (spec/maintenance.md, MAINT-8 … MAINT-12).
+
+An **orphan** is a file under the table location that nothing retained references
+(MAINT-1), whose name carries no live write-lease token (CAT-10), and that is older
+than a grace period. Crashed writers and aborted compactions leave them behind.
+
+The order of the steps is what makes this safe next to running writers (MAINT-10):
+
+1. read the catalog pointer (metadata M0) and **list** the table location, strictly:
+   an unreadable folder or a failed request refuses the whole run (MAINT-11);
+2. read the **live write leases**: a writer that wrote a listed file and has not
+   committed it yet still holds its lease now;
+3. read the pointer again (M1) and compute **reachability** from it: a writer that
+   committed (and maybe released its lease) before this point is referenced here.
+
+Every file reachable from both M0 and M1 must appear in the listing; otherwise the
+listing is incomplete (or spelled differently) and nothing is deleted (MAINT-11).
+
+Example:
+    >>> result = t.maintenance.remove_orphan_files(older_than=timedelta(days=3))   # dry run
+    >>> result.orphan_files, result.orphan_bytes
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from lakefmt.errors import IncompleteListingError, MaintenanceError
+from lakefmt.io import FileIO
+from lakefmt.leases import Leases
+from lakefmt.maintenance.reachability import Reachability, relativize, table_location, table_reachability
+
+if TYPE_CHECKING:
+    from lakefmt.table import Table
+
+DELETE_THREADS = 16
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """A file found under the table location: its path relative to it, size and modification time."""
+
+    path: str
+    size: int
+    mtime: float | None
+
+
+@dataclass(frozen=True)
+class StorageScan:
+    """A listing of the table location, sorted out against reachability and live leases (MAINT-10)."""
+
+    location: str
+    listed: tuple[ListedFile, ...]
+    reachability: Reachability
+    live_tokens: frozenset[str]
+
+    @property
+    def unreferenced(self) -> list[ListedFile]:
+        return [f for f in self.listed if f.path not in self.reachability]
+
+    def is_leased(self, path: str) -> bool:
+        """Whether the file's name carries the token of a live write lease (CAT-10)."""
+        return carries_token(path, self.live_tokens)
+
+    @property
+    def listed_bytes(self) -> int:
+        return sum(f.size for f in self.listed)
+
+
+@dataclass(frozen=True)
+class OrphanResult:
+    """What orphan removal deleted, or would delete in a dry run (MAINT-9).
+
+    ``orphan_files`` are paths relative to the table location. ``in_flight_files``
+    counts unreferenced files protected by a live write lease, ``too_young_files``
+    unreferenced files inside the grace period. ``failed_deletes`` lists orphans whose
+    deletion failed (they stay orphans for the next run).
+    """
+
+    location: str
+    orphan_files: tuple[str, ...]
+    orphan_bytes: int
+    dry_run: bool
+    listed_files: int
+    referenced_files: int
+    in_flight_files: int
+    too_young_files: int
+    failed_deletes: tuple[str, ...] = ()
+
+
+def carries_token(path: str, tokens: Iterable[str]) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return any(token in name for token in tokens)
+
+
+def scan_storage(table: Table) -> StorageScan:
+    """List the table location and compute what is referenced, in the order of MAINT-10."""
+    table.refresh()
+    before_location, before_metadata = table.metadata_location, table.metadata
+    location = table_location(before_location)
+    listed = list_location(table.io, location)                                       # step 1
+    tokens = frozenset(lease.key for lease in Leases(table.catalog).live(table.metadata.table_uuid, "write"))
+    table.refresh()                                                                  # step 3
+    if table_location(table.metadata_location) != location:
+        raise MaintenanceError(f"table {table.name} moved from {location} while orphans were being listed")
+    reach = table_reachability(table.io, table.metadata, table.metadata_location)
+    required = _required(reach, table.metadata_location)
+    if table.metadata_location != before_location:  # a commit raced the listing: check files both reach
+        required &= _required(table_reachability(table.io, before_metadata, before_location), before_location)
+    listed_paths = {f.path for f in listed}
+    missing = sorted(required - listed_paths)
+    if missing or reach.outside:
+        what = f"{len(missing)} referenced file(s) are not in the listing, e.g. {missing[0]}" if missing else (
+            f"{len(reach.outside)} referenced path(s) lie outside it, e.g. {min(reach.outside)}")
+        raise IncompleteListingError(f"cannot trust the listing of {location}: {what}; "
+                                     "run `lakefmt check` (MAINT-11)")
+    return StorageScan(location, tuple(listed), reach, tokens)
+
+
+def list_location(io: FileIO, location: str) -> list[ListedFile]:
+    """Every file under ``location``, or :class:`IncompleteListingError` (MAINT-11, MAINT-12)."""
+    try:
+        infos = list(io.list_files(location, strict=True))
+    except (OSError, ValueError) as exc:
+        raise IncompleteListingError(f"cannot list {location} completely: {type(exc).__name__}: {exc}") from exc
+    out = []
+    for info in infos:
+        rel = relativize(location, info.path)
+        if rel is not None:  # the store returned something outside the location: never touch it (MAINT-12)
+            out.append(ListedFile(rel, info.size, info.mtime))
+    return out
+
+
+def remove_orphan_files(table: Table, *, older_than: timedelta = timedelta(days=3),
+                        dry_run: bool = True) -> OrphanResult:
+    """Delete (or, with ``dry_run``, only report) the orphans of ``table`` (MAINT-9)."""
+    if older_than < timedelta(0):
+        raise MaintenanceError(f"older_than must not be negative, got {older_than}")
+    cutoff = time.time() - older_than.total_seconds()
+    scan = scan_storage(table)
+    orphans: list[ListedFile] = []
+    in_flight = too_young = 0
+    for f in scan.unreferenced:
+        if scan.is_leased(f.path):
+            in_flight += 1
+        elif f.mtime is None or f.mtime > cutoff:
+            too_young += 1
+        else:
+            orphans.append(f)
+    failed: tuple[str, ...] = ()
+    if not dry_run:
+        failed = delete_files(table.io, scan.location, [f.path for f in orphans])
+    return OrphanResult(
+        location=scan.location, orphan_files=tuple(sorted(f.path for f in orphans)),
+        orphan_bytes=sum(f.size for f in orphans), dry_run=dry_run, listed_files=len(scan.listed),
+        referenced_files=len(scan.listed) - len(scan.unreferenced), in_flight_files=in_flight,
+        too_young_files=too_young, failed_deletes=failed)
+
+
+def delete_files(io: FileIO, location: str, paths: list[str]) -> tuple[str, ...]:
+    """Delete files given relative to ``location``, in parallel; return those that failed (best effort)."""
+    def delete(rel: str) -> str | None:
+        try:
+            io.delete(f"{location}/{rel}")
+        except OSError:
+            return rel
+        return None
+
+    if not paths:
+        return ()
+    with ThreadPoolExecutor(max_workers=min(DELETE_THREADS, len(paths))) as pool:
+        return tuple(sorted(p for p in pool.map(delete, paths) if p is not None))
+
+
+def _required(reach: Reachability, metadata_location: str) -> set[str]:
+    """Files that must be in a complete listing: the current metadata file and the snapshots' trees.
+
+    Older metadata files (the metadata-log) are history that readers do not need; one
+    missing is reported by ``check`` but does not make the listing suspect.
+    """
+    required = {relativize(reach.location, metadata_location) or metadata_location}
+    required.update(reach.manifest_lists, reach.manifests, reach.data_files)
+    return required

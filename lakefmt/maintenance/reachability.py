@@ -1,0 +1,217 @@
+"""Reachability: the files a table still needs (spec/maintenance.md, MAINT-1, MAINT-2).
+
+One computation serves snapshot expiry, orphan-file removal and storage statistics.
+Starting from a set of snapshots and the retained metadata files, it reads each
+manifest list once and each *distinct* manifest once, and collects every file they
+reach as a path relative to the table location in one normal form (MAINT-2), so that
+``s3a://b/t/data/x`` in a listing and ``data/x`` in a manifest are the same file.
+
+Memory grows with the number of distinct files, not with snapshots x files: a
+manifest kept by a thousand snapshots is read, and its files counted, once. Only
+the columns needed are read (paths, statuses and sizes).
+
+Example:
+    >>> r = table_reachability(t.io, t.metadata, t.metadata_location)
+    >>> "data/ts_day=2026-01-01/part-3f9c0a1b2c3d4e5f-9a8b7c6d5e4f3a2b-00000-00000.parquet" in r
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt.io import FileIO, normalize_location
+from lakefmt.manifest import EntryStatus
+from lakefmt.manifest_io import read_columns
+from lakefmt.metadata import Snapshot, TableMetadata
+
+READ_THREADS = max(4, min(16, 2 * (os.cpu_count() or 2)))
+_CHUNK = 256  # manifests read per batch: bounds the Arrow tables alive at once
+# A path that may need normalizing: absolute, with a scheme, or with an empty, "." or ".." segment.
+# Searched in many paths joined by newlines at once; a false alarm only costs the slow path.
+_UNUSUAL_PATH = re.compile(r"^/|^[A-Za-z][A-Za-z0-9+.-]*:|//|(^|/)\.\.?(/|$)|/$|^$", re.MULTILINE)
+
+
+def table_location(metadata_location: str) -> str:
+    """The table location implied by a metadata file's location (LAYOUT-3), normalized (MAINT-2)."""
+    return normalize_location(metadata_location.rsplit("/metadata/", 1)[0])
+
+
+def relativize(location: str, path: str) -> str | None:
+    """``path`` relative to the table ``location`` in normal form (MAINT-2); None if it is outside.
+
+    Relative paths (LAYOUT-2) are taken as relative to the location. Absolute ones are
+    normalized first (``s3a://``/``s3n://`` are ``s3://``, ``file://`` is a local path)
+    and must lie under the normalized location. Empty and ``.`` segments are dropped;
+    ``..`` segments are resolved and may not climb out of the location.
+
+    Example:
+        >>> relativize("s3a://b/wh/t-1", "s3://b/wh/t-1/data/x.parquet")
+        'data/x.parquet'
+    """
+    if "://" in path or path.startswith("/"):
+        root = normalize_location(location)
+        full = normalize_location(path)
+        if not full.startswith(root.rstrip("/") + "/"):
+            return None
+        path = full[len(root.rstrip("/")) + 1:]
+    parts: list[str] = []
+    for segment in path.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(segment)
+    return "/".join(parts) or None
+
+
+@dataclass(frozen=True)
+class Reachability:
+    """Files reachable from a set of snapshots and metadata files, relative to ``location`` (MAINT-1).
+
+    ``manifests`` maps each manifest to its length (ML-2), ``data_files`` each live data
+    file to its size (MAN-2); ``outside`` holds referenced paths that do not lie under
+    the table location (a LAYOUT-2 violation that maintenance never deletes).
+    """
+
+    location: str
+    metadata_files: frozenset[str]
+    manifest_lists: frozenset[str]
+    manifests: Mapping[str, int]
+    data_files: Mapping[str, int]
+    outside: frozenset[str] = frozenset()
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and (
+            path in self.data_files or path in self.manifests or path in self.manifest_lists
+            or path in self.metadata_files)
+
+    @property
+    def file_count(self) -> int:
+        return (len(self.metadata_files) + len(self.manifest_lists) + len(self.manifests)
+                + len(self.data_files))
+
+    @property
+    def data_bytes(self) -> int:
+        return sum(self.data_files.values())
+
+
+def table_reachability(io: FileIO, metadata: TableMetadata, metadata_location: str, *,
+                       snapshots: Iterable[Snapshot] | None = None) -> Reachability:
+    """Files reachable from a table's retained snapshots (or ``snapshots``) and retained metadata files.
+
+    The retained metadata files are the current one and those of its metadata-log (META-7).
+    """
+    location = table_location(metadata_location)
+    metadata_files = [metadata_location] + [str(e.value) for e in metadata.metadata_log]
+    chosen = metadata.snapshots if snapshots is None else tuple(snapshots)
+    return reachable_files(io, location, chosen, metadata_files=metadata_files)
+
+
+def reachable_files(io: FileIO, location: str, snapshots: Sequence[Snapshot], *,
+                    metadata_files: Iterable[str] = (), threads: int = READ_THREADS) -> Reachability:
+    """Files reachable from ``snapshots``: manifest lists, their manifests, their live data files (MAINT-1)."""
+    walker = _Walker(io, normalize_location(location), threads)
+    outside: set[str] = set()
+    metas = set()
+    for path in metadata_files:
+        rel = relativize(walker.location, path)
+        if rel is None:
+            outside.add(path)
+        else:
+            metas.add(rel)
+    lists = walker.manifest_lists(snapshots, outside)
+    manifests = walker.manifests_of(lists, outside)
+    data_files = walker.data_files_of(manifests, outside)
+    return Reachability(walker.location, frozenset(metas), frozenset(lists), manifests, data_files,
+                        frozenset(outside))
+
+
+def reachable_only_from(io: FileIO, removed: Sequence[Snapshot], retained: Reachability, *,
+                        threads: int = READ_THREADS) -> Reachability:
+    """Files reachable from the ``removed`` snapshots and *not* from ``retained`` (MAINT-5).
+
+    Manifests that ``retained`` holds are not read again: their live files are in
+    ``retained`` already, so they cannot add anything here. This is what snapshot expiry
+    may delete. ``metadata_files`` of the result is empty.
+    """
+    walker = _Walker(io, retained.location, threads)
+    outside: set[str] = set()
+    lists = walker.manifest_lists(removed, outside) - retained.manifest_lists
+    manifests = {p: n for p, n in walker.manifests_of(lists, outside).items() if p not in retained.manifests}
+    data_files = {p: n for p, n in walker.data_files_of(manifests, outside).items()
+                  if p not in retained.data_files}
+    return Reachability(retained.location, frozenset(), frozenset(lists), manifests, data_files,
+                        frozenset(outside))
+
+
+class _Walker:
+    """Reads the tree below a set of snapshots, each file once, with a few threads."""
+
+    def __init__(self, io: FileIO, location: str, threads: int) -> None:
+        self.io, self.location, self.threads = io, location, max(1, threads)
+
+    def _abs(self, rel: str) -> str:
+        return f"{self.location}/{rel}"
+
+    def manifest_lists(self, snapshots: Sequence[Snapshot], outside: set[str]) -> set[str]:
+        out: set[str] = set()
+        for snap in snapshots:
+            rel = relativize(self.location, snap.manifest_list)
+            if rel is None:
+                outside.add(snap.manifest_list)
+            else:
+                out.add(rel)
+        return out
+
+    def manifests_of(self, lists: Iterable[str], outside: set[str]) -> dict[str, int]:
+        """Every manifest named by the manifest lists, with its length (ML-2)."""
+        manifests: dict[str, int] = {}
+        columns = ("manifest_path", "manifest_length")
+        for table in self._read_all(sorted(lists), columns, "manifest list"):
+            self._collect(table.column(0), table.column(1), manifests, outside)
+        return manifests
+
+    def data_files_of(self, manifests: Iterable[str], outside: set[str]) -> dict[str, int]:
+        """The data files of the live (ADDED, EXISTING) entries of the manifests (ML-5)."""
+        data_files: dict[str, int] = {}
+        columns = ("file_path", "status", "file_size_bytes")
+        for table in self._read_all(sorted(manifests), columns, "manifest"):
+            live = table.filter(pc.not_equal(table.column("status"), int(EntryStatus.DELETED)))
+            self._collect(live.column("file_path"), live.column("file_size_bytes"), data_files, outside)
+        return data_files
+
+    def _collect(self, paths: pa.ChunkedArray, sizes: pa.ChunkedArray, into: dict[str, int],
+                 outside: set[str]) -> None:
+        """Add ``path -> size`` pairs, normalizing only the paths that need it (MAINT-2)."""
+        names = paths.to_pylist()
+        if _UNUSUAL_PATH.search("\n".join(names)) is None:
+            into.update(zip(names, sizes.to_pylist()))
+            return
+        for path, size in zip(names, sizes.to_pylist()):
+            rel = relativize(self.location, path)
+            if rel is None:
+                outside.add(path)
+            else:
+                into[rel] = size
+
+    def _read_all(self, paths: list[str], columns: Sequence[str], what: str) -> Iterator[pa.Table]:
+        def read(rel: str) -> pa.Table:
+            return read_columns(self.io, self._abs(rel), columns, what=what)
+
+        if len(paths) <= 1 or self.threads == 1:
+            yield from (read(p) for p in paths)
+            return
+        with ThreadPoolExecutor(max_workers=min(self.threads, len(paths))) as pool:
+            for start in range(0, len(paths), _CHUNK):
+                yield from pool.map(read, paths[start:start + _CHUNK])

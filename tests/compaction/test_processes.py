@@ -1,0 +1,155 @@
+"""Compaction next to other processes: appenders, a second compactor, a SIGKILL
+(spec/compaction.md COMPACT-18, COMPACT-21..COMPACT-24). Real OS processes, no mocks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import lakefmt
+from lakefmt.compaction.runner import lease_key
+from tests.compaction.conftest import run_python, small_files_table
+from tests.conftest import downlinks, rows
+
+pytestmark = pytest.mark.multiprocess
+
+PRELUDE = """
+import json, os, sys, time
+import lakefmt
+cat = lakefmt.Catalog({warehouse!r})
+t = cat.load_table("artemis.downlinks")
+"""
+
+
+def _wait_for(path: Path, proc, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"process exited early: {proc.communicate()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"timed out waiting for {path}")
+        time.sleep(0.02)
+
+
+def _replace_snapshots(t: lakefmt.Table) -> list[lakefmt.Snapshot]:
+    ancestors = {s.snapshot_id for s in t.metadata.ancestors(t.metadata.current_snapshot_id)}
+    return [s for s in t.snapshots() if s.operation == "replace" and s.snapshot_id in ancestors]
+
+
+def test_appends_during_compaction_lose_nothing(local_catalog, tmp_path):
+    """COMPACT-18: an appender in another process commits while groups are committed: no row is lost."""
+    t = small_files_table(local_catalog, appends=6)
+    expected = [t.scan().to_arrow()]
+    started, first = tmp_path / "started", tmp_path / "first-append"
+    code = PRELUDE.format(warehouse=local_catalog.warehouse) + f"""
+from tests.conftest import downlinks
+open({str(started)!r}, "w").close()
+for i in range(6):
+    t.append(downlinks(400, seed=1000 + i))
+    if i == 0:
+        open({str(first)!r}, "w").close()
+"""
+    appender = None
+
+    def hook(point, info):
+        nonlocal appender
+        if point == "before-commit" and appender is None:
+            appender = run_python(code, wait=False)
+            _wait_for(first, appender)  # a concurrent append lands before our first commit
+
+    result = t.compaction.run("sort", min_age_seconds=0, hook=hook, max_concurrent_groups=1)
+    _, err = appender.communicate(timeout=120)
+    assert appender.returncode == 0, err
+    assert result.groups_committed == 3 and result.groups_failed == 0, result.summary()
+    expected += [downlinks(400, seed=1000 + i) for i in range(6)]
+    t.refresh()
+    assert t.scan().count() == 6 * 1200 + 6 * 400
+    import pyarrow as pa
+    assert rows(t.scan().to_arrow()) == rows(pa.concat_tables(expected))
+
+
+def test_two_compactors_never_double_rewrite(local_catalog, tmp_path):
+    """COMPACT-22/24: two compactor processes at once: every source file is replaced exactly once."""
+    t = small_files_table(local_catalog, appends=6, rows=600, partition_by=("mission_id", "payload_id"))
+    before = t.scan().to_arrow()
+    files_before = {f.path for f in t.plan_files()}
+    go = tmp_path / "go"
+    code = PRELUDE.format(warehouse=local_catalog.warehouse) + f"""
+while not os.path.exists({str(go)!r}):
+    time.sleep(0.005)
+r = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1,
+                     hook=lambda point, info: time.sleep(0.05) if point == "before-commit" else None)
+print(json.dumps({{"statuses": [g.status for g in r.groups], "rewritten": r.files_rewritten}}))
+"""
+    procs = [run_python(code, wait=False) for _ in range(2)]
+    time.sleep(1.0)  # both processes are importing and waiting for the start signal
+    go.touch()
+    reports = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    t.refresh()
+    assert rows(t.scan().to_arrow()) == rows(before)  # nothing duplicated, nothing lost
+    replaced = _replace_snapshots(t)
+    partitions = len({f.partition for f in t.plan_files()})
+    assert len(replaced) == partitions  # one replace per partition, not two
+    assert sum(int(s.summary["deleted-data-files"]) for s in replaced) == len(files_before)
+    assert sum(r["rewritten"] for r in reports) == len(files_before)
+    committed = [s for r in reports for s in r["statuses"] if s == "committed"]
+    assert len(committed) == partitions
+    assert all("committed" in r["statuses"] for r in reports), reports  # they really ran at once
+
+
+def test_sigkill_before_commit_leaves_table_intact(local_catalog, tmp_path):
+    """COMPACT-21/23: a compactor killed between writing outputs and committing leaves the table
+    readable with all rows; its expired lease is then taken over by another compactor."""
+    t = small_files_table(local_catalog, appends=6)
+    before = t.scan().to_arrow()
+    snapshot = t.current_snapshot().snapshot_id
+    files_on_disk = {info.path for info in t.io.list_files(f"{t.location}/data")}
+    marker = tmp_path / "paused"
+    code = PRELUDE.format(warehouse=local_catalog.warehouse) + """
+t.compaction.run("binpack", min_age_seconds=0, lease_seconds=1.5, max_concurrent_groups=1)
+"""
+    proc = run_python(code, env={"LAKEFMT_PAUSE_AT": "compaction-before-commit",
+                                 "LAKEFMT_PAUSE_FILE": str(marker)}, wait=False)
+    _wait_for(marker, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    # The killed compactor wrote outputs, but nothing references them.
+    orphans = {info.path for info in t.io.list_files(f"{t.location}/data")} - files_on_disk
+    assert orphans and all("/compact-" in p for p in orphans)
+    t = local_catalog.load_table("artemis.downlinks")
+    assert t.current_snapshot().snapshot_id == snapshot
+    assert rows(t.scan().to_arrow()) == rows(before)
+    # Its lease is live for a moment (the partition is skipped), then expires and is taken over.
+    early = t.compaction.run("binpack", min_age_seconds=0)
+    assert sorted(g.status for g in early.groups) == ["committed", "committed", "lease-held"]
+    time.sleep(1.6)
+    late = t.compaction.run("binpack", min_age_seconds=0)
+    assert [g.status for g in late.groups] == ["committed"]
+    assert rows(t.scan().to_arrow()) == rows(before) and len(t.plan_files()) == 3
+
+
+def test_dead_compactor_lease_is_taken_over(local_catalog, tmp_path):
+    """COMPACT-23: a lease left by a process that exited is honoured until it expires, then taken over."""
+    t = small_files_table(local_catalog, appends=5)
+    plan = t.compaction.plan("binpack", min_age_seconds=0)
+    keys = [lease_key(t.metadata, p.spec_id, p.partition) for p in plan.partitions]
+    code = PRELUDE.format(warehouse=local_catalog.warehouse) + f"""
+from lakefmt.leases import Leases
+assert Leases(cat).acquire_many(t.metadata.table_uuid, "partition", {keys!r}, owner="dead-compactor", ttl=1.0)
+"""
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    assert t.compaction.run("binpack", min_age_seconds=0).groups_skipped == 3
+    time.sleep(1.1)
+    assert t.compaction.run("binpack", min_age_seconds=0).groups_committed == 3

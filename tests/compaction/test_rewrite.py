@@ -1,0 +1,188 @@
+"""Rewriting groups: rows preserved for every strategy and type, schema drift, clustering,
+verification (spec/compaction.md COMPACT-12..COMPACT-17)."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from lakefmt.compaction import checksum, rewrite_group
+from lakefmt.compaction.reader import read_table
+from lakefmt.compaction.runner import make_task, plan_table
+from lakefmt.compaction.zorder import zorder_keys
+from lakefmt.errors import ChecksumMismatchError
+from lakefmt.expressions import ALWAYS_TRUE, bind
+from lakefmt.scan import read_data_file
+from tests.compaction.conftest import ALL_TYPES, all_types_rows, small_files_table
+from tests.conftest import downlinks, rows
+
+STRATEGIES = [("binpack", {}), ("sort", {"sort_by": ["s", "l"]}),
+              ("zorder", {"columns": ["b", "d", "dec", "wide", "day", "s", "bin"]})]
+
+
+@pytest.mark.parametrize("strategy,layout", STRATEGIES, ids=[s for s, _ in STRATEGIES])
+def test_rows_identical_for_every_type(local_catalog, strategy, layout):
+    """COMPACT-12/13/14/15: the rows after compaction are the rows before, as multisets."""
+    t = local_catalog.create_table("ns.types", schema=ALL_TYPES, partition_by=["p"])
+    for seed in range(6):
+        t.append(all_types_rows(300, seed))
+    before = t.scan().to_arrow()
+    pinned = t.current_snapshot().snapshot_id
+    result = t.compaction.run(strategy, min_age_seconds=0, **layout)
+    assert result.groups_committed == 2 and result.groups_failed == 0, result.summary()
+    assert result.files_after == 2 and result.rows_rewritten == 1800
+    after = t.scan().to_arrow()
+    assert rows(after) == rows(before)
+    assert checksum(after) == checksum(before)
+    assert rows(t.scan(snapshot_id=pinned).to_arrow()) == rows(before)  # the pinned reader is unaffected
+    snap = t.current_snapshot()
+    assert snap.operation == "replace"
+    assert snap.summary["added-records"] == snap.summary["deleted-records"]
+    for f in t.plan_files():
+        assert f.path.split("/")[-1].startswith("compact-")  # COMPACT-16: names mark compaction output
+        footer = pq.ParquetFile(f"{t.location}/{f.path}").metadata
+        assert footer.row_group(0).column(0).compression == "ZSTD"
+
+
+def test_sort_output_is_sorted_and_marked(local_catalog):
+    """COMPACT-14: sort by the table order: outputs sorted, sort_order_id recorded; merge path used."""
+    t = small_files_table(local_catalog)
+    result = t.compaction.run("sort", min_age_seconds=0)
+    assert {g.method for g in result.groups} == {"merge"}  # every input was written sorted
+    for f in t.plan_files():
+        assert f.sort_order_id == t.sort_order().order_id
+        data = pq.read_table(f"{t.location}/{f.path}")
+        keys = [("payload_id", "ascending"), ("sensor_kind", "ascending")]
+        assert data.take(pc.sort_indices(data, sort_keys=keys)).equals(data)
+    # Unsorted inputs (bin-packed) are sorted in memory.
+    t2 = small_files_table(local_catalog, "artemis.other")
+    t2.compaction.run("binpack", min_age_seconds=0)
+    for i in range(5):
+        t2.append(downlinks(300, seed=50 + i))
+    again = t2.compaction.run("sort", min_age_seconds=0, min_input_files=2)
+    assert {g.method for g in again.groups} == {"memory-sort"}
+
+
+def test_schema_drift_inputs(local_catalog):
+    """COMPACT-12: files written before add_column / widen are projected by field id."""
+    schema = pa.schema([("id", pa.int64()), ("n", pa.int32()), ("x", pa.float32()), ("tag", pa.string())])
+    t = local_catalog.create_table("ns.drift", schema=schema, sort_by=["id"])
+    for i in range(3):
+        t.append(pa.table({"id": range(i * 100, i * 100 + 100), "n": [i] * 100, "x": [0.5] * 100,
+                           "tag": ["old"] * 100}, schema=schema))
+    with t.update_schema() as u:
+        u.add_column("quality", pa.float64()).widen_column("n", pa.int64()).widen_column("x", pa.float64())
+        u.rename_column("tag", "label")
+    for i in range(3, 6):
+        t.append(pa.table({"id": range(i * 100, i * 100 + 100), "n": [2**40 + i] * 100, "x": [0.25] * 100,
+                           "label": ["new"] * 100, "quality": [float(i)] * 100}))
+    before = t.scan().to_arrow()
+    # The batch reader projects exactly like the core reader.
+    for f in t.plan_files():
+        location = f"{t.location}/{f.path}"
+        core = read_data_file(t.io, location, t.schema(), t.schema(), bind(ALWAYS_TRUE, t.schema()))
+        assert rows(read_table(t.io, location, t.schema())) == rows(core)
+    for strategy in ("binpack", "sort", "zorder"):
+        layout = {"columns": ["id", "quality"]} if strategy == "zorder" else {}
+        result = t.compaction.run(strategy, min_age_seconds=0, min_input_files=1, **layout)
+        assert result.groups_failed == 0, result.summary()
+        assert rows(t.scan().to_arrow()) == rows(before)
+    out = pq.read_schema(f"{t.location}/{t.plan_files()[0].path}")
+    assert out.names == ["id", "n", "x", "label", "quality"]
+    assert out.field("n").type == pa.int64() and out.field("x").type == pa.float64()
+
+
+def test_sort_and_zorder_tighten_clustering(local_catalog):
+    """After sort (Z-order), a point query plans far fewer files than before."""
+    props = {"compaction.target-file-size-bytes": "24000"}
+    t = small_files_table(local_catalog, appends=12, rows=1500, properties=props)
+    query = "payload_id = 3"
+    before = len(t.plan_files(query))
+    assert before == len(t.plan_files())  # every small file holds every payload
+    t.compaction.run("sort", min_age_seconds=0)
+    sorted_files = len(t.plan_files(query))
+    assert len(t.plan_files()) >= 3 * 3  # several files per partition
+    assert sorted_files * 4 <= before, (before, sorted_files)
+
+    z = small_files_table(local_catalog, "artemis.z", appends=12, rows=1500, properties=props)
+    both = "payload_id = 3 AND sensor_kind = 'imu'"
+    before_z = len(z.plan_files(both))
+    z.compaction.run("zorder", min_age_seconds=0, columns=["payload_id", "sensor_kind"])
+    after_z = len(z.plan_files(both))
+    assert after_z * 3 <= before_z, (before_z, after_z)
+    assert len(z.plan_files("sensor_kind = 'imu'")) < len(z.plan_files())
+
+
+def test_zorder_keys_interleave_bits():
+    """COMPACT-15: the key interleaves rank bits, column 0 most significant."""
+    table = pa.table({"x": [0, 1, 0, 1, 2, 3, 2, 3], "y": [0, 0, 1, 1, 0, 0, 1, 1]})
+    keys = zorder_keys(table, ["x", "y"]).to_pylist()
+    assert keys == sorted(keys)  # the rows were listed in Z order
+    assert len(set(keys)) == 8
+    nulls = zorder_keys(pa.table({"a": [None, 5, 1]}), ["a"]).to_pylist()
+    assert nulls[1] < nulls[0] and nulls[2] < nulls[1]  # nulls rank last
+
+
+def test_checksum_mismatch_aborts_group(local_catalog):
+    """COMPACT-17: an output that lost a row is detected; the group is aborted, its outputs deleted."""
+    t = small_files_table(local_catalog, appends=6)
+    before = t.scan().to_arrow()
+    seen: list[str] = []
+
+    def corrupt(point, info):
+        if point == "outputs-written" and not seen:
+            path = info["paths"][0]
+            seen.append(path)
+            data = pq.read_table(path)
+            os.remove(path)
+            pq.write_table(data.slice(1), path)  # one row fewer
+
+    result = t.compaction.run("binpack", min_age_seconds=0, hook=corrupt, max_concurrent_groups=1)
+    failed = [g for g in result.groups if g.status == "failed"]
+    assert len(failed) == 1 and "ChecksumMismatchError" in failed[0].error
+    assert result.groups_committed == 2  # one bad group never blocks the others (COMPACT-19)
+    assert not os.path.exists(seen[0])
+    assert rows(t.scan().to_arrow()) == rows(before)
+
+
+def test_checksum_detects_changed_value(local_catalog):
+    """The checksum is over values, not only row counts."""
+    t = small_files_table(local_catalog, appends=5)
+    plan = plan_table(t, t.compaction.options(min_age_seconds=0), strategy="binpack")
+    group = plan.groups[0]
+
+    def tamper(point, info):
+        path = info["paths"][0]
+        data = pq.read_table(path)
+        values = data.column("value").to_pylist()
+        values[0] = -1.0
+        fixed = data.set_column(data.schema.get_field_index("value"), data.schema.field("value"),
+                                pa.array(values, pa.float64()))
+        os.remove(path)
+        pq.write_table(fixed, path)
+
+    task = make_task(t, plan, group)
+    with pytest.raises(ChecksumMismatchError, match="outputs hold"):
+        rewrite_group(t.io, task, hook=tamper)
+    clean = rewrite_group(t.io, task)
+    assert clean.input_checksum == clean.output_checksum and clean.rows == group.input_rows
+    t.io.delete_many(list(clean.output_paths))
+
+
+def test_rewrite_group_runs_in_another_process(local_catalog):
+    """The same rewrite function runs where a Spark task would: a spawned process with pickled args."""
+    import multiprocessing
+
+    t = small_files_table(local_catalog, appends=5)
+    plan = plan_table(t, t.compaction.options(min_age_seconds=0), strategy="sort")
+    task = make_task(t, plan, plan.groups[0])
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        result = pool.apply(rewrite_group, (t.io, task))
+    assert result.method == "merge" and result.rows == plan.groups[0].input_rows
+    assert result.input_checksum == result.output_checksum
+    assert all(t.io.exists(p) for p in result.output_paths)
+    t.io.delete_many(list(result.output_paths))

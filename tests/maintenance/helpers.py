@@ -1,0 +1,74 @@
+"""Shared helpers of the maintenance tests: writer processes, listings, waiting for leases."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import lakefmt
+from lakefmt.leases import Leases
+from lakefmt.maintenance import relativize, table_location
+from tests.maintenance.writer_process import SCHEMA, batch
+
+REPO = Path(__file__).resolve().parents[2]
+__all__ = [
+    "SCHEMA",
+    "all_files",
+    "batch",
+    "kill",
+    "make_table",
+    "spawn_paused_writer",
+    "wait_for_no_write_leases",
+]
+
+
+def make_table(catalog: lakefmt.Catalog, name: str = "maint.t", **properties: str) -> lakefmt.Table:
+    return catalog.create_table(name, SCHEMA, partition_by=["part"], properties=properties)
+
+
+def all_files(table: lakefmt.Table) -> set[str]:
+    """Every file under the table location, relative to it."""
+    location = table_location(table.metadata_location)
+    return {rel for info in table.io.list_files(location) if (rel := relativize(location, info.path))}
+
+
+def spawn_paused_writer(catalog: lakefmt.Catalog, identifier: str, point: str, tmp_path: Path, *,
+                        timeout: float = 60, **config: Any) -> subprocess.Popen[str]:
+    """Start a writer process and wait until it pauses at ``point`` (lakefmt.hooks)."""
+    marker = tmp_path / f"paused-{uuid.uuid4().hex}"
+    config = {"warehouse": catalog.warehouse, "catalog_path": catalog.catalog_path,
+              "storage_options": catalog.io.storage_options, "table": identifier, **config}
+    env = dict(os.environ, LAKEFMT_PAUSE_AT=point, LAKEFMT_PAUSE_FILE=str(marker),
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "tests.maintenance.writer_process", json.dumps(config)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"writer exited with {proc.returncode} before {point}:\n{out}\n{err}")
+        if time.monotonic() > deadline:
+            kill(proc)
+            raise AssertionError(f"writer did not reach {point} within {timeout}s")
+        time.sleep(0.02)
+    return proc
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL: no cleanup, no finally blocks, the catalog flock dies with the process."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+
+def wait_for_no_write_leases(catalog: lakefmt.Catalog, table: lakefmt.Table, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while Leases(catalog).live(table.metadata.table_uuid, "write"):
+        assert time.monotonic() < deadline, "write leases did not expire"
+        time.sleep(0.05)

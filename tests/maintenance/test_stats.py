@@ -1,0 +1,54 @@
+"""Storage accounting: live, historical, metadata and orphan bytes; per-partition file statistics."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from lakefmt.commit import FileChange
+from lakefmt.leases import Leases
+from tests.maintenance.helpers import batch, make_table
+
+
+def test_compaction_leaves_historical_bytes_until_expiry(catalog):
+    t = make_table(catalog, **{"write.target-file-size-bytes": "1048576"})
+    for i in range(4):
+        t.append(batch(i * 30, 30))
+    sources = [f for f in t.plan_files() if f.partition == ("a",)]
+    assert len(sources) == 4
+    compacted = t.write_data_files(t.scan(filter="part = 'a'").to_arrow(), kind="compact")
+    t.commit_change(FileChange("replace", added=compacted, removed=sources))
+    t.io.write_bytes(f"{t.location}/data/stray.bin", b"12345")
+
+    s = t.stats()
+    live = t.plan_files()
+    assert (s.live_files, s.live_bytes, s.live_records) == (
+        len(live), sum(f.file_size_bytes for f in live), 120)
+    assert s.historical_files == 4 and s.historical_bytes == sum(f.file_size_bytes for f in sources)
+    assert (s.orphan_files, s.orphan_bytes) == (1, 5)
+    assert s.metadata_files > 0 and s.metadata_bytes > 0 and s.snapshots == 5
+    by_part = {p.partition: p for p in s.partitions}
+    assert set(by_part) == {"part=a", "part=b", "part=c"}
+    a, b = by_part["part=a"], by_part["part=b"]
+    assert (a.files, b.files) == (1, 4) and b.small_files == 4 and b.records == 40
+    assert sum(n for _, n in b.size_histogram) == 4 and b.size_histogram[0] == (16384, 4)  # all under 1/64 target
+    assert b.average_file_size == b.bytes / 4 and b.manifests == 4
+    assert s.to_dict()["partitions"][0]["partition"] == "part=a"
+
+    expired = t.maintenance.expire_snapshots(older_than=timedelta(0))
+    assert expired.bytes_freed >= s.historical_bytes and set(expired.data_files) == {f.path for f in sources}
+    after = t.stats()
+    assert after.historical_bytes == 0 and after.live_bytes == s.live_bytes and after.snapshots == 1
+
+
+def test_files_of_a_leased_writer_count_as_in_flight(local_catalog):
+    t = make_table(local_catalog)
+    t.append(batch(0, 10))
+    Leases(local_catalog).acquire(t.metadata.table_uuid, "write", "0123456789abcdef", owner="x", ttl=600)
+    t.io.write_bytes(f"{t.location}/data/part=a/part-0123456789abcdef-aaaaaaaaaaaaaaaa-00000-00000.parquet", b"xyz")
+    s = t.stats()
+    assert (s.in_flight_files, s.in_flight_bytes, s.orphan_files) == (1, 3, 0)
+
+
+def test_empty_table(local_catalog):
+    s = make_table(local_catalog).stats()
+    assert (s.snapshot_id, s.live_files, s.partitions, s.historical_bytes) == (None, 0, (), 0)
