@@ -436,7 +436,11 @@ def _to_arrow(expr: Expression, column_name: Callable[[int], str | None]) -> pc.
         return nan if op == "is_nan" else ~nan
     atype = expr.type.to_arrow()
     if op in ("in", "not_in"):
-        member = field.isin(pa.array(list(expr.literals), type=atype))
+        values = list(expr.literals)
+        if pa.types.is_floating(atype) and any(v == 0.0 for v in values):
+            # isin hashes values, so -0.0 and 0.0 differ there; IEEE 754 says they are equal (EXPR-5).
+            values += [0.0, -0.0]
+        member = field.isin(pa.array(values, type=atype))
         return member if op == "in" else field.is_valid() & ~member
     if op in ("starts_with", "not_starts_with"):
         match = pc.starts_with(field, pattern=expr.literal)

@@ -159,6 +159,9 @@ class FileIO:
             if strict:
                 raise FileNotFoundError(f"{prefix} does not exist")
             return
+        if strict and self.scheme == "file":
+            yield from _scan_local(root)
+            return
         # fsspec's generic find() silently skips folders it cannot read; s3fs lists flat and raises.
         found = self._walk_strict(root) if strict and self.scheme != "s3" else self.fs.find(root, detail=True).items()
         for path, info in found:
@@ -182,6 +185,19 @@ class FileIO:
         if self.scheme == "memory":
             return path if path.startswith("memory://") else "memory://" + path.lstrip("/")
         return path
+
+
+def _scan_local(root: str) -> Iterator[FileInfo]:
+    """Files below a local folder with ``os.scandir``: light on memory, and an unreadable folder raises."""
+    folders = [root]
+    while folders:
+        with os.scandir(folders.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+                else:
+                    stat = entry.stat()
+                    yield FileInfo(entry.path, stat.st_size, stat.st_mtime)
 
 
 def _mtime(info: dict[str, Any]) -> float | None:

@@ -39,7 +39,7 @@ from lakefmt.compaction.planner import (
 )
 from lakefmt.compaction.results import CompactionResult, GroupResult, ManifestRewriteResult
 from lakefmt.compaction.rewrite import RewriteResult, RewriteTask, rewrite_group
-from lakefmt.compaction.runner import Progress, plan_table, run_plan
+from lakefmt.compaction.runner import Progress, Rewriter, plan_table, resolve_engine, run_plan
 from lakefmt.compaction.verify import Checksum, checksum
 from lakefmt.expressions import Expression
 
@@ -111,7 +111,8 @@ class Compaction:
             columns: Sequence[str] | None = None, filter: str | Expression | None = None,
             respect_windows: bool = False, should_pause: Callable[[], float] | None = None,
             progress: Progress | None = None, hook: Callable[[str, dict[str, Any]], None] | None = None,
-            use_leases: bool = True, owner: str | None = None, **options: Any) -> CompactionResult:
+            use_leases: bool = True, owner: str | None = None, engine: str | Rewriter = "local", spark: Any = None,
+            **options: Any) -> CompactionResult:
         """Plan and compact: each group is rewritten, verified and committed on its own (COMPACT-18).
 
         Args:
@@ -125,8 +126,12 @@ class Compaction:
             hook: test seam, called as ``hook(point, info)`` at ``"outputs-written"`` and
                 ``"before-commit"``.
             use_leases: take a per-partition lease in the catalog (COMPACT-22).
+            engine: where groups are rewritten: ``"local"`` (threads of this process), ``"spark"``
+                (one Spark task per group, on ``spark`` or the active session; spec/spark.md), or
+                a callable ``RewriteTask -> RewriteResult``. Planning and commits stay here.
             options: keyword arguments of :meth:`options`.
         """
+        rewriter = resolve_engine(engine, self.table, **({"spark": spark} if spark is not None else {}))
         opts = self.options(**options)
         if respect_windows and QuietWindows.parse(opts.quiet_windows).contains():
             plan = CompactionPlan(strategy, opts, (), int(time.time() * 1000))  # not even planned (COMPACT-26)
@@ -135,7 +140,7 @@ class Compaction:
             plan = plan_table(self.table, opts, strategy=strategy, sort_by=sort_by, columns=columns,
                               filter=filter)
         return run_plan(self.table, plan, respect_windows=respect_windows, should_pause=should_pause,
-                        progress=progress, hook=hook, use_leases=use_leases, owner=owner)
+                        progress=progress, hook=hook, use_leases=use_leases, owner=owner, rewriter=rewriter)
 
     def rewrite_manifests(self, *, target_size: int | None = None,
                           probe_filter: str | Expression | None = None) -> ManifestRewriteResult:

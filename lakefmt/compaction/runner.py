@@ -14,6 +14,7 @@ compare-and-swap is what keeps two compactors from both replacing a file (COMPAC
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import time
@@ -44,6 +45,26 @@ if TYPE_CHECKING:
 
 LEASE_KIND = "partition"
 Progress = Callable[[int, int, GroupResult], None]
+Rewriter = Callable[[RewriteTask], RewriteResult]
+# Engines other than "local" live in integration packages above this one: looked up by name, never imported here.
+ENGINES = {"spark": "lakefmt.spark.compaction:make_rewriter"}
+
+
+def resolve_engine(engine: str | Rewriter, table: Table, **engine_options: Any) -> Rewriter | None:
+    """The function that rewrites one group elsewhere, or None to rewrite in this process.
+
+    ``engine`` is ``"local"``, a registered name (``"spark"``, which takes ``spark=session``),
+    or any callable ``RewriteTask -> RewriteResult``.
+    """
+    if callable(engine):
+        return engine
+    if engine == "local":
+        return None
+    if engine not in ENGINES:
+        raise ValidationError(f"unknown compaction engine {engine!r}; use 'local', {', '.join(map(repr, ENGINES))} "
+                              "or a callable")
+    module, _, factory = ENGINES[engine].partition(":")
+    return getattr(importlib.import_module(module), factory)(table, **engine_options)  # type: ignore[no-any-return]
 
 
 def default_owner() -> str:
@@ -165,8 +186,12 @@ def make_task(table: Table, plan: CompactionPlan, group: FileGroup) -> RewriteTa
 def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = False,
              should_pause: Callable[[], float] | None = None, progress: Progress | None = None,
              hook: Hook | None = None, use_leases: bool = True, owner: str | None = None,
-             clock: Callable[[], datetime] | None = None) -> CompactionResult:
-    """Execute ``plan``: rewrite, verify and commit group by group (COMPACT-18..COMPACT-28)."""
+             clock: Callable[[], datetime] | None = None, rewriter: Rewriter | None = None) -> CompactionResult:
+    """Execute ``plan``: rewrite, verify and commit group by group (COMPACT-18..COMPACT-28).
+
+    ``rewriter`` runs one group's rewrite elsewhere (for example as a Spark task); the read
+    budget is then charged per group, before it starts, and ``hook`` sees only ``"before-commit"``.
+    """
     started = time.perf_counter()
     now = clock or (lambda: datetime.now(timezone.utc))
     windows = QuietWindows.parse(plan.options.quiet_windows)
@@ -196,6 +221,9 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
             finish(GroupResult(g.group_id, g.partition_label, status, len(g.files), g.input_bytes, error=error))
 
     def work(task: RewriteTask) -> RewriteResult:
+        if rewriter is not None:
+            pacer(sum(f.file_size_bytes for f in task.files))
+            return rewriter(task)
         pacer.wait_while_paused()
         return rewrite_group(table.io, task, throttle=pacer, hook=hook)
 

@@ -24,7 +24,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -109,11 +109,12 @@ def scan_storage(table: Table) -> StorageScan:
     if table_location(table.metadata_location) != location:
         raise MaintenanceError(f"table {table.name} moved from {location} while orphans were being listed")
     reach = table_reachability(table.io, table.metadata, table.metadata_location)
-    required = _required(reach, table.metadata_location)
-    if table.metadata_location != before_location:  # a commit raced the listing: check files both reach
-        required &= _required(table_reachability(table.io, before_metadata, before_location), before_location)
     listed_paths = {f.path for f in listed}
-    missing = sorted(required - listed_paths)
+    missing = [p for p in _required(reach, table.metadata_location) if p not in listed_paths]
+    if missing and table.metadata_location != before_location:  # a commit raced the listing:
+        before = table_reachability(table.io, before_metadata, before_location)  # check files both reach
+        missing = [p for p in missing if p in before]
+    missing.sort()
     if missing or reach.outside:
         what = f"{len(missing)} referenced file(s) are not in the listing, e.g. {missing[0]}" if missing else (
             f"{len(reach.outside)} referenced path(s) lie outside it, e.g. {min(reach.outside)}")
@@ -124,15 +125,14 @@ def scan_storage(table: Table) -> StorageScan:
 
 def list_location(io: FileIO, location: str) -> list[ListedFile]:
     """Every file under ``location``, or :class:`IncompleteListingError` (MAINT-11, MAINT-12)."""
+    out = []
     try:
-        infos = list(io.list_files(location, strict=True))
+        for info in io.list_files(location, strict=True):
+            rel = relativize(location, info.path)
+            if rel is not None:  # the store returned something outside the location: never touch it (MAINT-12)
+                out.append(ListedFile(rel, info.size, info.mtime))
     except (OSError, ValueError) as exc:
         raise IncompleteListingError(f"cannot list {location} completely: {type(exc).__name__}: {exc}") from exc
-    out = []
-    for info in infos:
-        rel = relativize(location, info.path)
-        if rel is not None:  # the store returned something outside the location: never touch it (MAINT-12)
-            out.append(ListedFile(rel, info.size, info.mtime))
     return out
 
 
@@ -173,16 +173,20 @@ def delete_files(io: FileIO, location: str, paths: list[str]) -> tuple[str, ...]
 
     if not paths:
         return ()
+    failed: list[str] = []
     with ThreadPoolExecutor(max_workers=min(DELETE_THREADS, len(paths))) as pool:
-        return tuple(sorted(p for p in pool.map(delete, paths) if p is not None))
+        for start in range(0, len(paths), 1024):  # bounded: not one future per file at once
+            failed += [p for p in pool.map(delete, paths[start:start + 1024]) if p is not None]
+    return tuple(sorted(failed))
 
 
-def _required(reach: Reachability, metadata_location: str) -> set[str]:
+def _required(reach: Reachability, metadata_location: str) -> Iterator[str]:
     """Files that must be in a complete listing: the current metadata file and the snapshots' trees.
 
     Older metadata files (the metadata-log) are history that readers do not need; one
     missing is reported by ``check`` but does not make the listing suspect.
     """
-    required = {relativize(reach.location, metadata_location) or metadata_location}
-    required.update(reach.manifest_lists, reach.manifests, reach.data_files)
-    return required
+    yield relativize(reach.location, metadata_location) or metadata_location
+    yield from reach.manifest_lists
+    yield from reach.manifests
+    yield from reach.data_files

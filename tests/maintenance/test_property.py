@@ -100,8 +100,12 @@ class TableModel(RuleBasedStateMachine):
         else:
             compaction.run(min_age_seconds=0, min_input_files=2)
             self.table.refresh()
-        if self.table.metadata.current_snapshot_id != before:
-            self.committed(self.rows)
+        rows = self.rows
+        for snap in self.table.metadata.ancestors(self.table.metadata.current_snapshot_id):
+            if snap.snapshot_id == before:
+                break
+            self.snapshots[snap.snapshot_id] = rows  # one replace per compacted group: rows unchanged
+        self.current = self.table.metadata.current_snapshot_id
 
     @precondition(lambda self: self.current is not None and len(self.ancestors()) > 1)
     @rule(data=st.data())

@@ -1,0 +1,131 @@
+"""Driver-side commit and abort of Spark writes (spec/spark.md, SPARK-10..SPARK-17).
+
+A Spark job or micro-batch becomes exactly one snapshot, tagged in its summary
+(SNAP-5) with what wrote it:
+
+* ``lakefmt.spark.job-id``: the job's id; a job commits at most once, and ``abort``
+  deletes files only of a job that did not commit (SPARK-12).
+* ``lakefmt.writer-id`` and ``lakefmt.batch-id``: a streaming writer's stable id and the
+  micro-batch the snapshot holds. A batch whose id is not above the writer's last
+  committed batch commits nothing (SPARK-15).
+
+Both checks are requirements of the commit (:class:`~lakefmt.commit.FileChange`), so the
+commit protocol re-checks them against every base it rebuilds on, under the catalog
+lock: two attempts of one batch can never both commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakefmt.commit import FileChange
+from lakefmt.errors import CommitConflictError
+from lakefmt.expressions import ALWAYS_TRUE, bind
+from lakefmt.leases import Leases
+from lakefmt.manifest import DataFile
+
+if TYPE_CHECKING:
+    from lakefmt.metadata import Snapshot, TableMetadata
+    from lakefmt.table import Table
+
+log = logging.getLogger(__name__)
+
+JOB_ID = "lakefmt.spark.job-id"
+WRITER_ID = "lakefmt.writer-id"
+BATCH_ID = "lakefmt.batch-id"
+
+
+class AlreadyCommittedError(CommitConflictError):
+    """This job or micro-batch is already in the table; committing it again would duplicate rows."""
+
+
+@dataclass(frozen=True)
+class AssertJobNotCommitted:
+    """No snapshot in the base's history carries this job id (SPARK-12)."""
+
+    job_id: str
+
+    def check(self, base: TableMetadata) -> None:
+        for snap in base.ancestors(base.current_snapshot_id):
+            if self.job_id in snap.summary.get(JOB_ID, "").split(","):
+                raise AlreadyCommittedError(f"job {self.job_id} is already committed (snapshot {snap.snapshot_id})")
+
+
+@dataclass(frozen=True)
+class AssertBatchNotCommitted:
+    """The writer's latest snapshot in the base's history holds an older batch, or there is none (SPARK-15)."""
+
+    writer_id: str
+    batch_id: int
+
+    def check(self, base: TableMetadata) -> None:
+        last = last_committed_batch(base, self.writer_id)
+        if last is not None and last >= self.batch_id:
+            raise AlreadyCommittedError(f"writer {self.writer_id} already committed batch {last}; "
+                                        f"batch {self.batch_id} is a replay")
+
+
+def last_committed_batch(base: TableMetadata, writer_id: str) -> int | None:
+    """The batch id of the writer's newest snapshot among the current snapshot's ancestors."""
+    for snap in base.ancestors(base.current_snapshot_id):
+        if snap.summary.get(WRITER_ID) == writer_id and BATCH_ID in snap.summary:
+            return int(snap.summary[BATCH_ID])
+    return None
+
+
+def commit_files(table: Table, files: Sequence[DataFile], *, overwrite: bool, summary: dict[str, str],
+                 requirement: AssertJobNotCommitted | AssertBatchNotCommitted) -> Snapshot | None:
+    """One snapshot adding ``files`` (and, to overwrite, removing every live file) (SPARK-10, SPARK-11).
+
+    Returns None when there is nothing to commit (COMMIT-18). Appends are rebased by the
+    commit protocol when another writer wins the race; an overwrite fails with
+    :class:`CommitConflictError` if a file was added concurrently (COMMIT-10). Raises
+    :class:`AlreadyCommittedError` (after deleting ``files``) for a replay.
+    """
+    table.refresh()
+    removed = table.plan_files() if overwrite else []
+    if not files and not removed:
+        requirement.check(table.metadata)  # a replay of an empty batch is still a replay
+        return None
+    change = FileChange(
+        "overwrite" if overwrite else "append", added=list(files), removed=removed,
+        planned_snapshot_id=table.metadata.current_snapshot_id if overwrite else None,
+        conflict_filter=bind(ALWAYS_TRUE, table.schema()) if overwrite else None,
+        summary=dict(summary), requirements=[requirement])  # type: ignore[list-item]
+    return table.commit_change(change, cleanup_on_failure=list(files))
+
+
+def job_committed(table: Table, job_id: str) -> bool:
+    """Whether a commit of ``job_id`` reached the catalog: its commit log outlives snapshot expiry (CAT-5)."""
+    return any(job_id in str(r.summary.get(JOB_ID, "")).split(",") for r in table.catalog.commit_log(table.identifier))
+
+
+def delete_files(table: Table, files: Sequence[DataFile]) -> None:
+    """Best-effort delete of uncommitted data files (COMMIT-14)."""
+    try:
+        table.io.delete_many([f"{table.location}/{f.path}" for f in files])
+    except Exception as exc:  # noqa: BLE001 - cleanup never hides the outcome
+        log.warning("could not delete %d uncommitted files of %s: %s", len(files), table.name, exc)
+
+
+def release_tokens(table: Table, tokens: Sequence[str]) -> None:
+    """End write-intent leases (CAT-10); never raises, since it runs after commits (COMMIT-15)."""
+    try:
+        leases = Leases(table.catalog)
+        for token in sorted(set(tokens)):
+            leases.release(table.metadata.table_uuid, "write", [token], owner=token)
+        table.release_write_token()
+    except Exception as exc:  # noqa: BLE001
+        log.warning("could not release write leases %s of %s: %s", sorted(set(tokens)), table.name, exc)
+
+
+def files_of(messages: Sequence[object | None]) -> list[DataFile]:
+    return [f for m in messages if m is not None for f in getattr(m, "files", ())]
+
+
+def tokens_of(messages: Sequence[object | None]) -> list[str]:
+    return [t for m in messages if m is not None for t in [getattr(m, "token", None)] if t]
+

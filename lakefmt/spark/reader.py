@@ -1,0 +1,148 @@
+"""Batch reads through Spark: pinned snapshot, pushed filters, packed input partitions (spec/spark.md, SPARK-2..SPARK-7).
+
+The reader is created on the driver with a :class:`ScanSpec` (plain data: where the
+table is, which metadata file and snapshot were pinned when the DataFrame was
+created, the schema to read with). ``pushFilters`` keeps the filters lakefmt can apply
+exactly (:mod:`lakefmt.spark.filters`); ``partitions`` plans the scan from metadata
+only (READ-5) and packs the planned files into input partitions of about
+``split-size`` bytes, so a table of many small files never costs one Python task per
+file; ``read`` runs on executors and yields Arrow batches cast to exactly the schema
+Spark asked for.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from lakefmt.expressions import ALWAYS_TRUE, Expression, and_, bind, to_expression
+from lakefmt.metadata import read_metadata
+from lakefmt.scan import DataScan, read_data_file
+from lakefmt.schema import Schema
+from lakefmt.spark.filters import push
+from lakefmt.spark.options import DEFAULT_OPEN_COST, DEFAULT_SPLIT_SIZE, TableRef
+from lakefmt.spark.types import spark_arrow_schema, to_spark_arrow
+
+BATCH_ROWS = 131_072
+READ_AHEAD = 2
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """Everything planning and reading need, as plain data (picklable, no catalog)."""
+
+    ref: TableRef
+    metadata_location: str
+    snapshot_id: int | None
+    schema_json: str  # the schema the snapshot is read with (READ-3)
+    filter: Expression = ALWAYS_TRUE  # the ``filter`` option
+    split_size: int = DEFAULT_SPLIT_SIZE
+    open_cost: int = DEFAULT_OPEN_COST
+
+    def schema(self) -> Schema:
+        import json
+
+        return Schema.from_json(json.loads(self.schema_json))
+
+
+class FilesPartition(InputPartition):
+    """One Spark input partition: absolute data file locations and their sizes."""
+
+    def __init__(self, files: Sequence[tuple[str, int]]) -> None:
+        super().__init__(tuple(files))
+
+    @property
+    def files(self) -> tuple[tuple[str, int], ...]:
+        return self.value  # type: ignore[no-any-return]
+
+
+class LakefmtReader(DataSourceReader):
+    """Reads one pinned snapshot of a lakefmt table (SPARK-2)."""
+
+    def __init__(self, scan: ScanSpec, schema: StructType) -> None:
+        self.scan = scan
+        self.schema = schema
+        self.columns = tuple(schema.fieldNames())
+        scan.schema().select(list(self.columns))  # UnknownColumnError for a user schema naming other columns
+        self.pushed: list[Expression] = []
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
+        """Keep what lakefmt applies exactly; return the rest, by reference, to Spark (SPARK-5)."""
+        return iter(push(list(filters), self.scan.schema(), self.pushed.append))
+
+    def row_filter(self) -> Expression:
+        return and_(to_expression(self.scan.filter), *self.pushed)
+
+    def plan_files(self) -> list[tuple[str, int]]:
+        """The planned data files of the pinned snapshot, after pruning (READ-5)."""
+        io = self.scan.ref.io()
+        metadata = read_metadata(io, self.scan.metadata_location)
+        scan = DataScan.create(io, metadata, filter=self.row_filter(), snapshot_id=self.scan.snapshot_id)
+        return [(t.location, t.data_file.file_size_bytes) for t in scan.plan().tasks]
+
+    def partitions(self) -> list[InputPartition]:
+        files = self.plan_files()
+        return [FilesPartition(b) for b in pack(files, self.scan.split_size, self.scan.open_cost)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Runs on an executor: read each file, filter exactly, cast to Spark's Arrow schema (SPARK-6)."""
+        if not isinstance(partition, FilesPartition) or not partition.files:
+            return  # an empty scan still gets one (empty) partition from Spark
+        io = self.scan.ref.io()
+        table_schema = self.scan.schema()
+        projected = table_schema.select(list(self.columns))
+        row_filter = bind(self.row_filter(), table_schema)
+        target = spark_arrow_schema(self.schema)
+
+        def read_one(file: tuple[str, int]) -> pa.Table:
+            return read_data_file(io, file[0], table_schema, projected, row_filter)
+
+        for table in read_ahead(read_one, partition.files, READ_AHEAD):
+            if table.num_rows:
+                yield from to_spark_arrow(table, target).to_batches(max_chunksize=BATCH_ROWS)
+
+
+def pack(files: Sequence[tuple[str, int]], split_size: int, open_cost: int) -> list[list[tuple[str, int]]]:
+    """Bin-pack files into partitions of about ``split_size`` bytes, largest first (SPARK-4).
+
+    Each file weighs its size plus ``open_cost``, so many small files share a partition.
+
+    Example:
+        >>> pack([("a", 100), ("b", 60), ("c", 50)], split_size=120, open_cost=0)
+        [[('a', 100)], [('b', 60), ('c', 50)]]
+    """
+    bins: list[list[tuple[str, int]]] = []
+    current: list[tuple[str, int]] = []
+    weight = 0
+    for file in sorted(files, key=lambda f: f[1], reverse=True):
+        cost = file[1] + open_cost
+        if current and weight + cost > split_size:
+            bins.append(current)
+            current, weight = [], 0
+        current.append(file)
+        weight += cost
+    if current:
+        bins.append(current)
+    return bins
+
+
+def read_ahead(fn: Callable[[T], R], items: Sequence[T], depth: int) -> Iterator[R]:
+    """``fn`` over ``items`` in order, computing up to ``depth`` results ahead in threads."""
+    with ThreadPoolExecutor(max_workers=max(1, depth)) as pool:
+        futures = deque(pool.submit(fn, item) for item in items[:depth])
+        next_index = len(futures)
+        while futures:
+            result = futures.popleft().result()
+            if next_index < len(items):
+                futures.append(pool.submit(fn, items[next_index]))
+                next_index += 1
+            yield result
