@@ -80,7 +80,19 @@ class AssertCurrentSnapshot:
                                       f"(expected {self.snapshot_id}, found {base.current_snapshot_id})")
 
 
-Requirement = Union[AssertCurrentSchema, AssertCurrentSnapshot]
+@dataclass(frozen=True)
+class AssertNotCurrent:
+    """None of these snapshots became current: snapshot expiry may still remove them (MAINT-4)."""
+
+    snapshot_ids: frozenset[int]
+
+    def check(self, base: TableMetadata) -> None:
+        if base.current_snapshot_id in self.snapshot_ids:
+            raise CommitConflictError(f"snapshot {base.current_snapshot_id} became current concurrently; "
+                                      "it can no longer be expired (MAINT-4)")
+
+
+Requirement = Union[AssertCurrentSchema, AssertCurrentSnapshot, AssertNotCurrent]
 
 
 def apply_updates(base: TableMetadata, updates: list[Update], *, timestamp_ms: int,

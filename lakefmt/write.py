@@ -186,7 +186,10 @@ class RollingFileWriter:
 
     Rows may arrive in any number of ``write`` calls (a stream of batches); the
     writer never holds more than one chunk. ``close()`` returns the files written,
-    each described from its own footer (WRITE-6).
+    each described from its own footer (WRITE-6). ``use_dictionary`` is pyarrow's:
+    True (every column) or the Parquet leaf paths to dictionary-encode; it may be
+    changed until the first ``write`` (compaction picks it from the first rows,
+    :mod:`lakefmt.compaction.encoding`).
 
     Example:
         >>> w = RollingFileWriter(io, location, schema, spec, partition, options)
@@ -196,8 +199,10 @@ class RollingFileWriter:
 
     def __init__(self, io: FileIO, location: str, schema: Schema, spec: PartitionSpec,
                  partition: tuple[Any, ...], options: WriteOptions, *, sort_order_id: int | None = None,
-                 prefix: str | None = None, stem: str | None = None) -> None:
+                 prefix: str | None = None, stem: str | None = None,
+                 use_dictionary: bool | list[str] = True) -> None:
         self.io, self.location, self.schema, self.spec = io, location, schema, spec
+        self.use_dictionary = use_dictionary
         self.partition, self.options, self.sort_order_id = partition, options, sort_order_id
         self.prefix = prefix if prefix is not None else (
             "" if spec.is_unpartitioned else spec.partition_path(partition, schema))
@@ -234,7 +239,8 @@ class RollingFileWriter:
         self.paths_started.append(f"{self.location}/{self._rel}")
         self._sink = self.io.open_output(f"{self.location}/{self._rel}")
         self._writer = pq.ParquetWriter(self._sink, self._arrow_schema, compression="zstd",
-                                        compression_level=self.options.compression_level, write_statistics=True)
+                                        compression_level=self.options.compression_level, write_statistics=True,
+                                        use_dictionary=self.use_dictionary)
         self._rows_in_file = 0
 
     def _finish(self) -> None:

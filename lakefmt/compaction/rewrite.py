@@ -29,8 +29,10 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from lakefmt.compaction.encoding import dictionary_columns
 from lakefmt.compaction.merge import merge_sorted
 from lakefmt.compaction.options import Strategy
+from lakefmt.compaction.ranks import sort_indices
 from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, read_table
 from lakefmt.compaction.verify import Checksum, RowChecksum
 from lakefmt.compaction.zorder import zorder_indices
@@ -39,13 +41,13 @@ from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
-from lakefmt.sorting import sort_indices
 from lakefmt.write import RollingFileWriter, WriteOptions
 
 Method = Literal["stream", "merge", "memory-sort", "zorder"]
 Hook = Callable[[str, dict[str, Any]], None]
 MAX_MERGE_INPUTS = 512  # open files of one streaming merge; more inputs are sorted in memory
 FLUSH_BYTES = 64 * 1024 * 1024
+TAKE_ROWS = 1_048_576  # rows reordered per take; smaller slices cost a per-call pass over the group's chunks
 
 
 @dataclass(frozen=True)
@@ -144,10 +146,13 @@ def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
     group = pa.concat_tables(tables) if tables else task.schema.to_arrow().empty_table()
     del tables
     if task.strategy == "zorder":
-        sink.write(group.take(zorder_indices(group, list(task.zorder_columns))))
-        return "zorder"
-    sink.write(group.take(sort_indices(group, list(task.sort_keys))))
-    return "memory-sort"
+        indices = zorder_indices(group, list(task.zorder_columns))
+    else:
+        indices = sort_indices(group, list(task.sort_keys))
+    # Taken a slice at a time: the group plus one slice in memory, not two copies of the group.
+    for start in range(0, len(indices), TAKE_ROWS):
+        sink.write(group.take(indices.slice(start, TAKE_ROWS)))
+    return "zorder" if task.strategy == "zorder" else "memory-sort"
 
 
 def _stream(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | None, batch_rows: int
@@ -185,7 +190,11 @@ def _abs(task: RewriteTask, f: DataFile) -> str:
 
 
 class _Sink:
-    """Buffers small batches so the writer sees chunks of about a row group (few, full row groups)."""
+    """Buffers small batches so the writer sees chunks of about a row group (few, full row groups).
+
+    Before the first chunk is written, the output columns to dictionary-encode are
+    chosen from its first rows (:func:`~lakefmt.compaction.encoding.dictionary_columns`).
+    """
 
     def __init__(self, writer: RollingFileWriter, row_group_rows: int) -> None:
         self.writer = writer
@@ -193,6 +202,7 @@ class _Sink:
         self._parts: list[pa.Table] = []
         self._rows = 0
         self._bytes = 0
+        self._encoding_chosen = False
 
     def write(self, data: pa.Table | pa.RecordBatch) -> None:
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
@@ -209,4 +219,7 @@ class _Sink:
             return
         table = pa.concat_tables(self._parts) if len(self._parts) > 1 else self._parts[0]
         self._parts, self._rows, self._bytes = [], 0, 0
+        if not self._encoding_chosen:
+            self.writer.use_dictionary = dictionary_columns(table)
+            self._encoding_chosen = True
         self.writer.write(table)

@@ -9,11 +9,19 @@ interleaves the bits, most significant first, column 0 first:
     key bit (j * k + (k - 1 - i)) = bit j of column i's scaled rank
 
 Sorting rows by this unsigned 64-bit key clusters them on all ``k`` columns at once.
-Everything is computed with ``pyarrow.compute`` (no per-row Python).
+Everything is computed with ``pyarrow.compute`` (no per-row Python); ranks come from
+:func:`lakefmt.compaction.ranks.dense_rank` (hashing for columns with few values).
+
+:func:`zorder_keys` returns the key as defined. :func:`zorder_indices`, which orders a
+rewrite, sorts an equivalent *compact* key instead: the key bits that can be non-zero
+(a column of width ``w < b`` only ever sets its top ``w`` bits) are packed together
+in the same relative order. Dropping bit positions that are zero in every key keeps
+the order of keys, so the stable sort returns the same permutation -- but the compact
+key has only ``sum(w)`` bits, a small range Arrow sorts by counting.
 
 Example:
     >>> keys = zorder_keys(table, ["payload_id", "sensor_kind"])
-    >>> table.take(pc.sort_indices(keys))
+    >>> table.take(pc.sort_indices(keys))          # == table.take(zorder_indices(table, [...]))
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.compaction.ranks import dense_rank
 from lakefmt.errors import ValidationError
 
 _ONE = pa.scalar(1, pa.uint64())
@@ -30,17 +39,12 @@ _ONE = pa.scalar(1, pa.uint64())
 
 def dense_ranks(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, int]:
     """Dense ranks of ``column`` minus one (uint64, nulls ranked last), and the bit width they need."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if len(column) == 0:
-        return pa.array([], pa.uint64()), 0
-    ranks = pc.rank(column, sort_keys=[("", "ascending", "at_end")], tiebreaker="dense")
-    zero_based = pc.subtract(ranks.cast(pa.uint64()), _ONE)
-    return zero_based, int(pc.max(zero_based).as_py()).bit_length()
+    ranks, count = dense_rank(column, "ascending", "at_end")
+    return ranks, max(0, count - 1).bit_length()
 
 
-def zorder_keys(table: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """The Z-order key (uint64) of every row of ``table`` over ``columns`` (COMPACT-15)."""
+def _key_bits(table: pa.Table, columns: Sequence[str]) -> list[tuple[pa.Array, int, int]]:
+    """``(ranks, source bit, key bit)`` for every key bit that can be set (COMPACT-15)."""
     if not columns:
         raise ValidationError("Z-order needs at least one column")
     missing = [c for c in columns if c not in table.column_names]
@@ -48,17 +52,30 @@ def zorder_keys(table: pa.Table, columns: Sequence[str]) -> pa.Array:
         raise ValidationError(f"Z-order columns {missing} are not in the table; it has {table.column_names}")
     k = len(columns)
     bits = 64 // k
-    key = pa.repeat(pa.scalar(0, pa.uint64()), table.num_rows)
+    out = []
     for i, name in enumerate(columns):
         ranks, width = dense_ranks(table.column(name))
         shift = bits - width  # > 0: spread the ranks over all b bits; < 0: keep their top b bits
         for src in range(max(0, -shift), width):
-            bit = pc.bit_wise_and(pc.shift_right(ranks, pa.scalar(src, pa.uint64())), _ONE)
-            position = (src + shift) * k + (k - 1 - i)
-            key = pc.bit_wise_or(key, pc.shift_left(bit, pa.scalar(position, pa.uint64())))
+            out.append((ranks, src, (src + shift) * k + (k - 1 - i)))
+    return out
+
+
+def _assemble(bits: list[tuple[pa.Array, int, int]], rows: int) -> pa.Array:
+    key = pa.repeat(pa.scalar(0, pa.uint64()), rows)
+    for ranks, src, position in bits:
+        bit = pc.bit_wise_and(pc.shift_right(ranks, pa.scalar(src, pa.uint64())), _ONE)
+        key = pc.bit_wise_or(key, pc.shift_left(bit, pa.scalar(position, pa.uint64())))
     return key
 
 
+def zorder_keys(table: pa.Table, columns: Sequence[str]) -> pa.Array:
+    """The Z-order key (uint64) of every row of ``table`` over ``columns`` (COMPACT-15)."""
+    return _assemble(_key_bits(table, columns), table.num_rows)
+
+
 def zorder_indices(table: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """Row order of ``table`` by Z-order key (stable for equal keys)."""
-    return pc.sort_indices(zorder_keys(table, columns))
+    """Row order of ``table`` by Z-order key (stable for equal keys), via the compact key."""
+    bits = sorted(_key_bits(table, columns), key=lambda b: b[2])
+    compact = [(ranks, src, position) for position, (ranks, src, _) in enumerate(bits)]
+    return pc.sort_indices(_assemble(compact, table.num_rows))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from lakefmt.errors import CommitConflictError, NoSuchSnapshotError, ValidationError
+from lakefmt.errors import NoSuchSnapshotError, ValidationError
 from lakefmt.maintenance.orphans import ListedFile, delete_files
 from lakefmt.maintenance.reachability import (
     Reachability,
@@ -38,7 +38,7 @@ from lakefmt.maintenance.reachability import (
 )
 from lakefmt.metadata import TableMetadata
 from lakefmt.properties import EXPIRE_MAX_SNAPSHOT_AGE_MS, EXPIRE_MIN_SNAPSHOTS_TO_KEEP, int_property
-from lakefmt.updates import RemoveSnapshots
+from lakefmt.updates import AssertNotCurrent, RemoveSnapshots
 
 if TYPE_CHECKING:
     from lakefmt.table import Table
@@ -67,18 +67,6 @@ class ExpireResult:
     @property
     def files_deleted(self) -> int:
         return len(self.data_files) + len(self.manifests) + len(self.manifest_lists) + len(self.metadata_files)
-
-
-@dataclass(frozen=True)
-class AssertNotCurrent:
-    """Requirement of an expiry commit: none of the snapshots it removes became current (MAINT-4)."""
-
-    snapshot_ids: frozenset[int]
-
-    def check(self, base: TableMetadata) -> None:
-        if base.current_snapshot_id in self.snapshot_ids:
-            raise CommitConflictError(f"snapshot {base.current_snapshot_id} became current concurrently; "
-                                      "it can no longer be expired (MAINT-4)")
 
 
 def cutoff_ms(metadata: TableMetadata, older_than: timedelta | datetime | None, now_ms: int) -> int:

@@ -83,7 +83,11 @@ def commit_files(table: Table, files: Sequence[DataFile], *, overwrite: bool, su
     Returns None when there is nothing to commit (COMMIT-18). Appends are rebased by the
     commit protocol when another writer wins the race; an overwrite fails with
     :class:`CommitConflictError` if a file was added concurrently (COMMIT-10). Raises
-    :class:`AlreadyCommittedError` (after deleting ``files``) for a replay.
+    :class:`AlreadyCommittedError` for a job or batch that is already in the table.
+
+    ``files`` are never deleted here, even when the commit fails: a second commit of a job
+    names the very files its first commit made live. The caller (``abort``) deletes them
+    once it knows the job did not commit (SPARK-12).
     """
     table.refresh()
     removed = table.plan_files() if overwrite else []
@@ -95,7 +99,7 @@ def commit_files(table: Table, files: Sequence[DataFile], *, overwrite: bool, su
         planned_snapshot_id=table.metadata.current_snapshot_id if overwrite else None,
         conflict_filter=bind(ALWAYS_TRUE, table.schema()) if overwrite else None,
         summary=dict(summary), requirements=[requirement])  # type: ignore[list-item]
-    return table.commit_change(change, cleanup_on_failure=list(files))
+    return table.commit_change(change)
 
 
 def job_committed(table: Table, job_id: str) -> bool:

@@ -25,8 +25,8 @@ from pyspark.sql.types import StructType
 
 from lakefmt.errors import ValidationError
 from lakefmt.spark.commit import (
-    BATCH_ID, JOB_ID, WRITER_ID, AlreadyCommittedError, AssertBatchNotCommitted, commit_files, files_of,
-    release_tokens, tokens_of,
+    BATCH_ID, JOB_ID, WRITER_ID, AlreadyCommittedError, AssertBatchNotCommitted, commit_files, delete_files,
+    files_of, release_tokens, tokens_of,
 )
 from lakefmt.spark.options import lowered
 from lakefmt.spark.types import spark_arrow_schema
@@ -89,7 +89,9 @@ class LakefmtStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
                 snapshot = commit_files(table, files, overwrite=self.overwrite, summary=summary,
                                         requirement=AssertBatchNotCommitted(writer_id, batchId))
             except AlreadyCommittedError as exc:
-                log.info("%s: nothing committed, replay's %d files deleted", exc, len(files))
+                if not any(job_committed(table, j) for j in job_ids):  # a replay wrote new files: garbage
+                    delete_files(table, files)
+                log.info("%s: nothing committed", exc)
                 return
             if snapshot is not None:
                 log.info("batch %s of writer %s: snapshot %s", batchId, writer_id, snapshot.snapshot_id)

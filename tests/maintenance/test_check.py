@@ -12,8 +12,8 @@ import pytest
 from lakefmt import manifest_cache
 from lakefmt.commit import FileChange
 from lakefmt.conversions import to_bytes
-from lakefmt.manifest_io import read_manifest_list, write_manifest_list
 from lakefmt.maintenance.jsonschema_lite import metadata_schema, validate_metadata
+from lakefmt.manifest_io import read_manifest_list, write_manifest_list
 from lakefmt.types import LONG
 from tests.maintenance.helpers import batch, make_table
 

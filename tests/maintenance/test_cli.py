@@ -35,7 +35,7 @@ def test_commands_are_wired():
 
 
 def test_check_and_stats(warehouse, capsys):
-    wh, t = warehouse
+    wh, _ = warehouse
     code, out, _ = run(capsys, wh, "check", "maint.t")
     assert code == 0 and "OK" in out
     code, out, _ = run(capsys, "unused", "check", "maint.t", "--warehouse", wh, "--format", "json")

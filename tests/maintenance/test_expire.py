@@ -11,8 +11,8 @@ import pytest
 from lakefmt.commit import FileChange
 from lakefmt.errors import CommitConflictError, NoSuchSnapshotError, ValidationError
 from lakefmt.maintenance import ExpireResult, select_expired
-from lakefmt.maintenance.expire import AssertNotCurrent
 from lakefmt.metadata import Snapshot, TableMetadata
+from lakefmt.updates import AssertNotCurrent
 from tests.conftest import rows
 from tests.maintenance.helpers import all_files, batch, make_table
 

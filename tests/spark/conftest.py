@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from datetime import timedelta
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,13 @@ def data_files_on_disk(table: lakefmt.Table) -> set[str]:
 def live_paths(table: lakefmt.Table) -> set[str]:
     table.refresh()
     return {f.path for f in table.plan_files()}
+
+
+def no_garbage(table: lakefmt.Table) -> bool:
+    """No file under the table location is unreferenced by every snapshot, leased or not (MAINT-8)."""
+    table.release_write_token()
+    found = table.maintenance.remove_orphan_files(older_than=timedelta(0), dry_run=True)
+    return not found.orphan_files and not found.in_flight_files
 
 
 def sorted_rows(table: pa.Table, names: list[str] | None = None) -> list[tuple]:

@@ -112,7 +112,10 @@ def test_a_dataframe_reads_the_snapshot_it_was_created_on(spark: Any, catalog: l
     assert df.count() == 200
     assert read(spark, catalog, "artemis.downlinks").count() == 250
     assert read(spark, catalog, "artemis.downlinks", snapshot_id=str(first.snapshot_id)).count() == 100
-    assert read(spark, catalog, "artemis.downlinks", as_of=str(first.timestamp_ms)).count() == 100
+    first_current_at = t.history()[0].made_current_at
+    assert read(spark, catalog, "artemis.downlinks", as_of=first_current_at.isoformat()).count() == 100
+    millis = str(int(first_current_at.timestamp() * 1000))
+    assert read(spark, catalog, "artemis.downlinks", as_of=millis).count() == 100
 
 
 def test_projection_by_option_or_schema_and_older_files_without_new_columns(
