@@ -255,6 +255,28 @@ def measure_query(t: Any, runs: int) -> dict[str, Any]:
             "files_planned": planned, "rows": rows.pop(), "runs": runs}
 
 
+def plain_zorder_indices(table: pa.Table, columns: list[str]) -> pa.Array:
+    """The straightforward pyarrow rank-and-interleave Z-order (the reference, kept apart from lakefmt's).
+
+    Dense rank per column (``pc.rank``), spread to ``64 // k`` bits, bits interleaved
+    one kernel call at a time over every row, then a sort of the 64-bit keys.
+    """
+    k = len(columns)
+    bits = 64 // k
+    one = pa.scalar(1, pa.uint64())
+    key = pa.repeat(pa.scalar(0, pa.uint64()), table.num_rows)
+    for i, name in enumerate(columns):
+        ranks = pc.rank(table.column(name).combine_chunks(), sort_keys=[("", "ascending", "at_end")],
+                        tiebreaker="dense")
+        ranks = pc.subtract(ranks.cast(pa.uint64()), one)
+        width = int(pc.max(ranks).as_py()).bit_length()
+        shift = bits - width
+        for src in range(max(0, -shift), width):
+            bit = pc.bit_wise_and(pc.shift_right(ranks, pa.scalar(src, pa.uint64())), one)
+            key = pc.bit_wise_or(key, pc.shift_left(bit, pa.scalar((src + shift) * k + (k - 1 - i), pa.uint64())))
+    return pc.sort_indices(key)
+
+
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Run one case; returns seconds, output size and peak RSS."""
     case, folder, target = spec["case"], spec["dir"], spec["target"]
@@ -267,7 +289,14 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         if case == "lakefmt-query":
             out.update(measure_query(t, spec["query_runs"]))
             return out
-        strategy = case.split("-", 1)[1]
+        strategy = case.split("-")[1]
+        if case.endswith("-noverify"):  # to measure what reading the outputs back costs (COMPACT-17)
+            from dataclasses import replace
+
+            import lakefmt.compaction.runner as runner
+
+            make_task = runner.make_task
+            runner.make_task = lambda *a: replace(make_task(*a), verify=False)
         kwargs: dict[str, Any] = {"sort_by": COLUMNS} if strategy == "sort" else (
             {"columns": COLUMNS} if strategy == "zorder" else {})
         options = {"min_age_seconds": 0, "target_file_size": target, **spec.get("options", {})}
@@ -299,15 +328,22 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         added = json.loads(metrics["filesAdded"]) if isinstance(metrics["filesAdded"], str) else metrics["filesAdded"]
         out.update(output_bytes=int(added["totalSize"]), output_files=int(metrics["numFilesAdded"]),
                    input_files=int(metrics["numFilesRemoved"]))
-    elif case.startswith("pyarrow"):
+    elif case.startswith(("pyarrow", "duckdb")):
+        import duckdb
+
         groups: dict[str, list[str]] = spec["groups"]
-        scratch = tempfile.mkdtemp(prefix="bench-pyarrow-", dir=folder)
+        scratch = tempfile.mkdtemp(prefix="bench-rewrite-", dir=folder)
+        con = duckdb.connect()
         out["rss_before_mb"] = round(maxrss_mb(), 1)
         total = 0
         started, cpu = time.perf_counter(), cpu_seconds()
         for i, paths in enumerate(groups.values()):
             dest = f"{scratch}/part-{i:05d}.parquet"
-            if case == "pyarrow-stream":  # one batch at a time: memory bounded by a batch
+            if case.startswith("duckdb"):  # DuckDB as the engine: read every input, write once
+                order = " ORDER BY payload_id, sensor_kind" if case == "duckdb-sort" else ""
+                con.execute(f"COPY (SELECT * FROM read_parquet(?){order}) TO '{dest}' "
+                            f"(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL {ZSTD_LEVEL})", [paths])
+            elif case == "pyarrow-stream":  # one batch at a time: memory bounded by a batch
                 writer = None
                 for p in paths:
                     for batch in pq.ParquetFile(p).iter_batches(batch_size=65_536):
@@ -317,12 +353,10 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                         writer.write_batch(batch)
                 if writer is not None:
                     writer.close()
-            else:
-                table = pa.concat_tables([pq.read_table(p) for p in paths])
+            else:  # the plain rewrite: read every input, (Z-order,) write once; pyarrow defaults otherwise
+                table = pa.concat_tables([pq.ParquetFile(p).read() for p in paths])
                 if case == "pyarrow-zorder":
-                    from lakefmt.compaction.zorder import zorder_indices
-
-                    table = table.take(zorder_indices(table, COLUMNS))
+                    table = table.take(plain_zorder_indices(table, COLUMNS))
                 pq.write_table(table, dest, compression="zstd", compression_level=ZSTD_LEVEL)
                 del table
             total += os.path.getsize(dest)

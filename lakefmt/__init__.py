@@ -15,7 +15,8 @@ Example:
 from lakefmt.catalog import Catalog, CommitRecord
 from lakefmt.errors import (
     CatalogLockTimeoutError, ChecksumMismatchError, CommitConflictError, CompactionError, CommitError, CommitStateUnknownError,
-    CorruptMetadataError, FilterError, InvalidNameError, LakefmtError, NamespaceExistsError,
+    CorruptMetadataError, FilterError, IncompleteListingError, InvalidNameError, LakefmtError,
+    MaintenanceError, NamespaceExistsError,
     NoSuchNamespaceError, NoSuchSnapshotError, NoSuchTableError, SchemaError, SchemaMismatchError,
     TableExistsError, UnknownColumnError, ValidationError,
 )
@@ -35,5 +36,6 @@ __all__ = [
     "FilterError", "UnknownColumnError", "NoSuchNamespaceError", "NamespaceExistsError",
     "NoSuchTableError", "TableExistsError", "NoSuchSnapshotError", "CorruptMetadataError",
     "CommitError", "CommitConflictError", "CompactionError", "ChecksumMismatchError", "CommitStateUnknownError", "CatalogLockTimeoutError",
+    "MaintenanceError", "IncompleteListingError",
     "__version__",
 ]

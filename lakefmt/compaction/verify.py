@@ -7,6 +7,13 @@ an XOR it tells a duplicated row from a missing one. Row hashes come from DuckDB
 implementation detail, but inputs and outputs of one group are always hashed by the
 same process with the same function.
 
+A local output file can be checksummed by DuckDB reading the Parquet file itself
+(:func:`parquet_checksum`): DuckDB's decoder, independent of the pyarrow writer that
+produced the file, and about half the CPU of decoding it with pyarrow and handing the
+batches to DuckDB. It is used only when DuckDB types every column of the file exactly
+as it types the Arrow rows the inputs were hashed from, so both sides hash the same
+DuckDB values with the same function; otherwise the caller reads the file with pyarrow.
+
 Example:
     >>> acc = RowChecksum()
     >>> for batch in batches: acc.update(batch)
@@ -79,6 +86,27 @@ def checksum(data: pa.Table | pa.RecordBatch) -> Checksum:
         ((count, total),) = con.execute(f"SELECT count(*), sum(hash({args})) FROM lakefmt_rows").fetchall()
     finally:
         con.unregister("lakefmt_rows")
+    return Checksum(int(count), int(total or 0) & MASK64)
+
+
+def parquet_checksum(path: str, schema: pa.Schema) -> Checksum | None:
+    """The checksum of the local Parquet file ``path`` as DuckDB decodes it, or None (COMPACT-17).
+
+    ``schema`` is the Arrow schema the file was written with. None means DuckDB would
+    type some column differently from how :func:`checksum` types the Arrow rows (for
+    example a decimal wider than 38 digits), so the digests could not be compared:
+    the caller must then read the file itself.
+    """
+    con = _connection()
+    arrow_side = con.from_arrow(_hashable(schema.empty_table()))
+    file_side = con.read_parquet(path)
+    if [str(t) for t in file_side.types] != [str(t) for t in arrow_side.types] or \
+            file_side.columns != list(schema.names):
+        return None
+    if not schema.names:
+        return None
+    args = ", ".join('"' + name.replace('"', '""') + '"' for name in schema.names)
+    ((count, total),) = con.execute(f"SELECT count(*), sum(hash({args})) FROM read_parquet(?)", [path]).fetchall()
     return Checksum(int(count), int(total or 0) & MASK64)
 
 

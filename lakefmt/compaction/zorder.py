@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -43,8 +44,17 @@ def dense_ranks(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, int]:
     return ranks, max(0, count - 1).bit_length()
 
 
-def _key_bits(table: pa.Table, columns: Sequence[str]) -> list[tuple[pa.Array, int, int]]:
-    """``(ranks, source bit, key bit)`` for every key bit that can be set (COMPACT-15)."""
+@dataclass(frozen=True)
+class _Column:
+    """One Z-order column: its zero-based dense ranks and where each rank bit goes in the key."""
+
+    ranks: pa.Array
+    count: int  # distinct ranks
+    bits: tuple[tuple[int, int], ...]  # (bit of the rank, bit of the key)
+
+
+def _columns(table: pa.Table, columns: Sequence[str]) -> list[_Column]:
+    """Ranks and bit positions of every Z-order column (COMPACT-15)."""
     if not columns:
         raise ValidationError("Z-order needs at least one column")
     missing = [c for c in columns if c not in table.column_names]
@@ -54,28 +64,42 @@ def _key_bits(table: pa.Table, columns: Sequence[str]) -> list[tuple[pa.Array, i
     bits = 64 // k
     out = []
     for i, name in enumerate(columns):
-        ranks, width = dense_ranks(table.column(name))
+        ranks, count = dense_rank(table.column(name), "ascending", "at_end")
+        width = max(0, count - 1).bit_length()
         shift = bits - width  # > 0: spread the ranks over all b bits; < 0: keep their top b bits
-        for src in range(max(0, -shift), width):
-            out.append((ranks, src, (src + shift) * k + (k - 1 - i)))
+        out.append(_Column(ranks, count, tuple((src, (src + shift) * k + (k - 1 - i))
+                                                for src in range(max(0, -shift), width))))
     return out
 
 
-def _assemble(bits: list[tuple[pa.Array, int, int]], rows: int) -> pa.Array:
-    key = pa.repeat(pa.scalar(0, pa.uint64()), rows)
-    for ranks, src, position in bits:
-        bit = pc.bit_wise_and(pc.shift_right(ranks, pa.scalar(src, pa.uint64())), _ONE)
-        key = pc.bit_wise_or(key, pc.shift_left(bit, pa.scalar(position, pa.uint64())))
-    return key
+def _assemble(columns: list[_Column], rows: int) -> pa.Array:
+    """OR of every column's bits placed at their key positions.
+
+    Each column's contribution is computed once per distinct rank (over ``0..count-1``)
+    and gathered by rank, instead of shifting every bit of every row.
+    """
+    key = None
+    for column in columns:
+        values = pa.array(range(column.count), pa.uint64()) if column.count < len(column.ranks) else column.ranks
+        part = pa.repeat(pa.scalar(0, pa.uint64()), len(values))
+        for src, position in column.bits:
+            bit = pc.bit_wise_and(pc.shift_right(values, pa.scalar(src, pa.uint64())), _ONE)
+            part = pc.bit_wise_or(part, pc.shift_left(bit, pa.scalar(position, pa.uint64())))
+        if values is not column.ranks:
+            part = part.take(column.ranks)
+        key = part if key is None else pc.bit_wise_or(key, part)
+    return key if key is not None else pa.repeat(pa.scalar(0, pa.uint64()), rows)
 
 
 def zorder_keys(table: pa.Table, columns: Sequence[str]) -> pa.Array:
     """The Z-order key (uint64) of every row of ``table`` over ``columns`` (COMPACT-15)."""
-    return _assemble(_key_bits(table, columns), table.num_rows)
+    return _assemble(_columns(table, columns), table.num_rows)
 
 
 def zorder_indices(table: pa.Table, columns: Sequence[str]) -> pa.Array:
     """Row order of ``table`` by Z-order key (stable for equal keys), via the compact key."""
-    bits = sorted(_key_bits(table, columns), key=lambda b: b[2])
-    compact = [(ranks, src, position) for position, (ranks, src, _) in enumerate(bits)]
-    return pc.sort_indices(_assemble(compact, table.num_rows))
+    cols = _columns(table, columns)
+    order = sorted(position for c in cols for _, position in c.bits)
+    compact = {position: i for i, position in enumerate(order)}  # drop the bits no key ever sets
+    cols = [replace(c, bits=tuple((src, compact[position]) for src, position in c.bits)) for c in cols]
+    return pc.sort_indices(_assemble(cols, table.num_rows))

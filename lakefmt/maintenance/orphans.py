@@ -143,9 +143,10 @@ def remove_orphan_files(table: Table, *, older_than: timedelta = timedelta(days=
         raise MaintenanceError(f"older_than must not be negative, got {older_than}")
     cutoff = time.time() - older_than.total_seconds()
     scan = scan_storage(table)
+    unreferenced = scan.unreferenced
     orphans: list[ListedFile] = []
     in_flight = too_young = 0
-    for f in scan.unreferenced:
+    for f in unreferenced:
         if scan.is_leased(f.path):
             in_flight += 1
         elif f.mtime is None or f.mtime > cutoff:
@@ -158,7 +159,7 @@ def remove_orphan_files(table: Table, *, older_than: timedelta = timedelta(days=
     return OrphanResult(
         location=scan.location, orphan_files=tuple(sorted(f.path for f in orphans)),
         orphan_bytes=sum(f.size for f in orphans), dry_run=dry_run, listed_files=len(scan.listed),
-        referenced_files=len(scan.listed) - len(scan.unreferenced), in_flight_files=in_flight,
+        referenced_files=len(scan.listed) - len(unreferenced), in_flight_files=in_flight,
         too_young_files=too_young, failed_deletes=failed)
 
 

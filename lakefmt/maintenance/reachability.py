@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,9 +33,10 @@ from lakefmt.metadata import Snapshot, TableMetadata
 
 READ_THREADS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 _CHUNK = 256  # manifests read per batch: bounds the Arrow tables alive at once
-# A path that may need normalizing: absolute, with a scheme, or with an empty, "." or ".." segment.
-# Searched in many paths joined by newlines at once; a false alarm only costs the slow path.
-_UNUSUAL_PATH = re.compile(r"^/|^[A-Za-z][A-Za-z0-9+.-]*:|//|(^|/)\.\.?(/|$)|/$|^$", re.MULTILINE)
+# Substrings of newline-joined paths that may need normalizing (MAINT-2): a leading "/", a scheme's
+# ":", an empty segment, a segment starting with "." ("." and ".." among them), a trailing "/", an
+# empty path. A false alarm (".hidden", a ":" in a name) only costs the exact, slower path.
+_UNUSUAL = ("\n/", ":", "//", "/.", "\n.", "/\n", "\n\n")
 
 
 def table_location(metadata_location: str) -> str:
@@ -186,16 +186,21 @@ class _Walker:
         """The data files of the live (ADDED, EXISTING) entries of the manifests (ML-5)."""
         data_files: dict[str, int] = {}
         columns = ("file_path", "status", "file_size_bytes")
+        deleted = int(EntryStatus.DELETED)
         for table in self._read_all(sorted(manifests), columns, "manifest"):
-            live = table.filter(pc.not_equal(table.column("status"), int(EntryStatus.DELETED)))
-            self._collect(live.column("file_path"), live.column("file_size_bytes"), data_files, outside)
+            if deleted in table.column("status").to_pylist():
+                table = table.filter(pc.not_equal(table.column("status"), deleted))
+            self._collect(table.column("file_path"), table.column("file_size_bytes"), data_files, outside)
         return data_files
 
     def _collect(self, paths: pa.ChunkedArray, sizes: pa.ChunkedArray, into: dict[str, int],
                  outside: set[str]) -> None:
         """Add ``path -> size`` pairs, normalizing only the paths that need it (MAINT-2)."""
         names = paths.to_pylist()
-        if _UNUSUAL_PATH.search("\n".join(names)) is None:
+        if not names:
+            return
+        joined = "\n" + "\n".join(names) + "\n"
+        if not any(marker in joined for marker in _UNUSUAL):
             into.update(zip(names, sizes.to_pylist()))
             return
         for path, size in zip(names, sizes.to_pylist()):

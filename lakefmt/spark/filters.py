@@ -62,9 +62,9 @@ def to_predicate(spark_filter: Any, schema: Schema) -> Expression | None:
         return _bound_or_none(Predicate(op, name, () if value is None else (value,)), schema)
     if value is None:
         return None
-    op = _BINARY_OPS.get(type(spark_filter))
-    if op is not None:
-        return _bound_or_none(Predicate(op, name, (value,)), schema)
+    binary_op = _BINARY_OPS.get(type(spark_filter))
+    if binary_op is not None:
+        return _bound_or_none(Predicate(binary_op, name, (value,)), schema)
     if isinstance(spark_filter, ds.In):
         values = tuple(value)
         if not values or any(v is None for v in values):

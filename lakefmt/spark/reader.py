@@ -12,6 +12,7 @@ Spark asked for.
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -49,8 +50,6 @@ class ScanSpec:
     open_cost: int = DEFAULT_OPEN_COST
 
     def schema(self) -> Schema:
-        import json
-
         return Schema.from_json(json.loads(self.schema_json))
 
 
@@ -75,7 +74,7 @@ class LakefmtReader(DataSourceReader):
         scan.schema().select(list(self.columns))  # UnknownColumnError for a user schema naming other columns
         self.pushed: list[Expression] = []
 
-    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 - Spark's name
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
         """Keep what lakefmt applies exactly; return the rest, by reference, to Spark (SPARK-5)."""
         return iter(push(list(filters), self.scan.schema(), self.pushed.append))
 

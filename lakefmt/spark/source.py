@@ -21,7 +21,13 @@ from pyspark.sql.types import StructType
 from lakefmt.errors import ValidationError
 from lakefmt.expressions import bind, to_expression
 from lakefmt.spark.options import (
-    DEFAULT_OPEN_COST, DEFAULT_SPLIT_SIZE, TableRef, as_of_option, columns_option, int_option, lowered,
+    DEFAULT_OPEN_COST,
+    DEFAULT_SPLIT_SIZE,
+    TableRef,
+    as_of_option,
+    columns_option,
+    int_option,
+    lowered,
 )
 from lakefmt.spark.reader import LakefmtReader, ScanSpec
 from lakefmt.spark.stream import LakefmtStreamWriter, writer_id_option
@@ -76,7 +82,7 @@ class LakefmtDataSource(DataSource):
         _refuse_read_options(self.options)
         return LakefmtBatchWriter(new_job(ref.load(), ref, schema, dict(self.options)), overwrite=overwrite)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """The streaming sink: one snapshot per micro-batch, exactly once (SPARK-14)."""
         ref = TableRef.from_options(self.options)
         _refuse_read_options(self.options)

@@ -21,12 +21,21 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from lakefmt.errors import ValidationError
 from lakefmt.spark.commit import (
-    BATCH_ID, JOB_ID, WRITER_ID, AlreadyCommittedError, AssertBatchNotCommitted, commit_files, delete_files,
-    files_of, release_tokens, tokens_of,
+    BATCH_ID,
+    JOB_ID,
+    WRITER_ID,
+    AlreadyCommittedError,
+    AssertBatchNotCommitted,
+    commit_files,
+    delete_files,
+    files_of,
+    release_tokens,
+    tokens_of,
 )
 from lakefmt.spark.options import lowered
 from lakefmt.spark.types import spark_arrow_schema
@@ -37,7 +46,7 @@ try:  # pyspark >= 4.1
 
     ARROW_STREAM_WRITES = True
 except ImportError:  # pragma: no cover - pyspark 4.0 hands stream writers rows
-    from pyspark.sql.datasource import DataSourceStreamWriter as _StreamWriterBase
+    from pyspark.sql.datasource import DataSourceStreamWriter as _StreamWriterBase  # type: ignore[assignment]
 
     ARROW_STREAM_WRITES = False
 
@@ -67,12 +76,12 @@ class LakefmtStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
         batches = iterator if ARROW_STREAM_WRITES else _rows_to_batches(iterator, self.spark_schema)
         return write_task(self.job, batches)
 
-    def _writer_id(self, messages: Sequence[LakefmtCommitMessage | None]) -> str | None:
+    def _writer_id(self, messages: Sequence[WriterCommitMessage | None]) -> str | None:
         """The option; else the streaming query id the tasks saw (stable across restarts); else the checkpoint's."""
-        query_ids = sorted({m.query_id for m in messages if m is not None and m.query_id})
+        query_ids = sorted({m.query_id for m in messages if isinstance(m, LakefmtCommitMessage) and m.query_id})
         return self.writer_id or (query_ids[0] if query_ids else None) or self.fallback_writer_id
 
-    def commit(self, messages: Sequence[LakefmtCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Commit micro-batch ``batchId`` as one snapshot, unless it is a replay (SPARK-14, SPARK-15)."""
         table = self.job.ref.load()
         files = files_of(messages)
@@ -83,7 +92,7 @@ class LakefmtStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
                     raise ValidationError("the streaming sink needs a stable writer id: set "
                                           ".option('writer-id', ...) or a checkpointLocation option")
                 return
-            job_ids = sorted({m.job_id for m in messages if m is not None})
+            job_ids = sorted({m.job_id for m in messages if isinstance(m, LakefmtCommitMessage)})
             summary = {WRITER_ID: writer_id, BATCH_ID: str(batchId), JOB_ID: ",".join(job_ids)}
             try:
                 snapshot = commit_files(table, files, overwrite=self.overwrite, summary=summary,
@@ -99,9 +108,9 @@ class LakefmtStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
             release_tokens(table, [self.job.token, *tokens_of(messages)])
         _test_crash_after_commit(self.job.hooks, batchId)
 
-    def abort(self, messages: Sequence[LakefmtCommitMessage | None], batchId: int) -> None:  # noqa: N803
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Delete the batch's files, unless this attempt of the batch committed them (SPARK-16)."""
-        job_ids = {m.job_id for m in messages if m is not None}
+        job_ids = {m.job_id for m in messages if isinstance(m, LakefmtCommitMessage)}
         table = self.job.ref.load()
         abort_job(self.job, messages, committed=any(job_committed(table, j) for j in sorted(job_ids)))
 

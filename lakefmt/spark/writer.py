@@ -18,7 +18,7 @@ import os
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -28,17 +28,32 @@ from lakefmt.errors import ValidationError
 from lakefmt.leases import Leases
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
-from lakefmt.properties import COMPRESSION_LEVEL, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property
+from lakefmt.properties import (
+    COMPRESSION_LEVEL,
+    ROW_GROUP_ROWS,
+    TARGET_FILE_SIZE,
+    WRITE_LEASE_SECONDS,
+    int_property,
+)
 from lakefmt.schema import Schema
 from lakefmt.sorting import SortOrder
 from lakefmt.spark.commit import (
-    JOB_ID, AlreadyCommittedError, AssertJobNotCommitted, commit_files, delete_files, files_of, job_committed,
-    release_tokens, tokens_of,
+    JOB_ID,
+    AlreadyCommittedError,
+    AssertJobNotCommitted,
+    commit_files,
+    delete_files,
+    files_of,
+    job_committed,
+    release_tokens,
+    tokens_of,
 )
 from lakefmt.spark.options import DEFAULT_BUFFER_SIZE, TableRef, int_option, test_hooks
 from lakefmt.spark.types import check_writable, from_spark_arrow
-from lakefmt.table import Table
 from lakefmt.write import WriteOptions, conform, write_data_files
+
+if TYPE_CHECKING:
+    from lakefmt.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +179,7 @@ class LakefmtBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:
         return write_task(self.job, iterator)
 
-    def commit(self, messages: Sequence[LakefmtCommitMessage | None]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """One snapshot for the whole job, tagged with its id; never raises after the swap (COMMIT-15)."""
         table = self.job.ref.load()
         files = files_of(messages)
@@ -183,12 +198,12 @@ class LakefmtBatchWriter(DataSourceArrowWriter):
         if snapshot is not None:
             log.info("job %s committed snapshot %s to %s", self.job.job_id, snapshot.snapshot_id, table.name)
 
-    def abort(self, messages: Sequence[LakefmtCommitMessage | None]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the job's files, unless the job did commit (SPARK-12)."""
         abort_job(self.job, messages)
 
 
-def abort_job(job: WriteJob, messages: Sequence[LakefmtCommitMessage | None], *, committed: bool | None = None
+def abort_job(job: WriteJob, messages: Sequence[WriterCommitMessage | None], *, committed: bool | None = None
               ) -> None:
     """Delete the files named in ``messages`` unless ``job`` committed; release its leases."""
     table = job.ref.load()

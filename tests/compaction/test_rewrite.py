@@ -186,3 +186,60 @@ def test_rewrite_group_runs_in_another_process(local_catalog):
     assert result.input_checksum == result.output_checksum
     assert all(t.io.exists(p) for p in result.output_paths)
     t.io.delete_many(list(result.output_paths))
+
+
+def test_parquet_checksum_equals_arrow_checksum_for_every_type(tmp_path):
+    """COMPACT-17: DuckDB decoding an output file hashes every row as the Arrow path hashes it."""
+    from lakefmt.compaction.verify import parquet_checksum
+
+    table = pa.concat_tables([all_types_rows(400, seed) for seed in range(3)])
+    specials = pa.table({"d": pa.array([float("nan"), -0.0, 0.0, float("inf"), float("-inf")], pa.float64()),
+                         "f": pa.array([float("nan"), -0.0, 0.0, float("inf"), None], pa.float32()),
+                         "s": pa.array(["", "é", None, "a\x00b", "x" * 300])})
+    narrow = table.drop_columns(["wide"])
+    for data in (narrow, specials):
+        path = str(tmp_path / f"{len(data.columns)}.parquet")
+        pq.write_table(data, path, compression="zstd", use_dictionary=["s"])
+        assert parquet_checksum(path, data.schema) == checksum(data)
+        changed = data.slice(1)
+        pq.write_table(changed, path + ".2")
+        assert parquet_checksum(path + ".2", data.schema) != checksum(data)
+    wide_path = str(tmp_path / "wide.parquet")
+    pq.write_table(table, wide_path)
+    assert parquet_checksum(wide_path, table.schema) is None  # decimal(40,4): DuckDB would type it otherwise
+
+
+def test_high_cardinality_columns_are_written_without_dictionary(local_catalog):
+    """COMPACT-16: nearly-unique columns are plain-encoded; columns with few values keep the dictionary."""
+    t = small_files_table(local_catalog, appends=4, rows=3000, partition_by=())
+    t.compaction.run("binpack", min_age_seconds=0, min_input_files=2)
+    (f,) = t.plan_files()
+    footer = pq.ParquetFile(f"{t.location}/{f.path}").metadata
+    by_name = {footer.row_group(0).column(i).path_in_schema: footer.row_group(0).column(i)
+               for i in range(footer.num_columns)}
+    assert not by_name["ts"].has_dictionary_page and not by_name["value"].has_dictionary_page
+    assert by_name["sensor_kind"].has_dictionary_page and by_name["payload_id"].has_dictionary_page
+
+
+def test_rank_sort_and_compact_zorder_match_the_definitions():
+    """COMPACT-14/15: the packed-rank sort and the compact Z-order key give the reference permutations."""
+    import random
+
+    from lakefmt.compaction import ranks
+    from lakefmt.compaction.zorder import zorder_indices
+    from lakefmt.sorting import sort_indices
+
+    rng = random.Random(5)
+    n = 3000
+    table = pa.table({
+        "few": pa.array([rng.choice(["b", "a", "c", None]) for _ in range(n)]),
+        "num": pa.array([rng.choice([1.5, float("nan"), -0.0, 0.0, None, 3.0]) for _ in range(n)], pa.float64()),
+        "many": pa.array([rng.randrange(10**9) if rng.random() > 0.1 else None for _ in range(n)], pa.int64()),
+    })
+    for keys in ([("few", "ascending", "at_end"), ("many", "descending", "at_start")],
+                 [("num", "descending", "at_end"), ("few", "descending", "at_start"), ("many", "ascending", "at_end")],
+                 [("many", "ascending", "at_start")] * 6):  # 6 x 12 bits > 64: falls back to the multi-key sort
+        assert ranks.sort_indices(table, keys).equals(sort_indices(table, keys))
+    for columns in (["few"], ["few", "num"], ["many", "few", "num"]):
+        assert zorder_indices(table, columns).equals(pc.sort_indices(zorder_keys(table, columns)))
+    assert len(ranks.sort_indices(table.slice(0, 0), [("few", "ascending", "at_end")])) == 0

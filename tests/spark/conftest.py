@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from datetime import timedelta
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
