@@ -7,19 +7,19 @@ JSON, compare-and-swap in the catalog) and the median reported, with a breakdown
 where the time went. Goal: at most 2x from 10 to 10,000 prior commits.
 
 History is built with real ``Table.append`` calls up to ``--real-up-to`` commits
-(default 1,000). Beyond that it is built in bulk to keep the run short: the same
+(default 100). Beyond that it is built in bulk to keep the run short: the same
 snapshot producer as ``append`` (one data file, manifest and manifest list per
 snapshot, with manifest merging) chains 500 snapshots per catalog commit, so the
 table's metadata, manifest lists and manifests look exactly as after real appends;
 only the catalog's commit log has fewer rows (its size does not change the cost of
 a swap; see benchmarks/README.md). ``--real-up-to 10000`` builds it all for real
-(about 10 minutes).
+(about 15 minutes on 2 busy cores); ``--real-up-to 1000`` gives the same medians as bulk.
 
 delta-rs ``write_deltalake(mode="append")`` of the same batch is measured at
 ``--delta-levels`` (default 10 and 1,000 commits) for comparison.
 
 Usage:
-    python benchmarks/bench_append.py                        # ~4 minutes on 2 cores
+    python benchmarks/bench_append.py                        # ~3-4 minutes on 2 cores
     python benchmarks/bench_append.py --levels 10,1000 --samples 10 --no-delta   # quick
 Results: benchmarks/results/append-<UTC time>.json
 """
@@ -201,7 +201,7 @@ def main() -> None:
     parser.add_argument("--delta-levels", type=levels, default=[10, 1000])
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--rows", type=int, default=10, help="rows per append")
-    parser.add_argument("--real-up-to", type=int, default=1000)
+    parser.add_argument("--real-up-to", type=int, default=100)
     parser.add_argument("--no-delta", action="store_true")
     parser.add_argument("--dir", help="work directory (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")

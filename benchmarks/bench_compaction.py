@@ -80,7 +80,7 @@ SENSOR_KINDS = pa.array(["cam", "imu", "rad", "spectro", "thermal"])
 PAYLOADS = 200
 DAY0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 COLUMNS = ["payload_id", "sensor_kind"]  # Z-order columns and sort keys
-QUERY_DAY = 3
+QUERY_DAY = 1
 ZSTD_LEVEL = 3
 MiB = 1024 * 1024
 
@@ -90,9 +90,9 @@ DATASETS = {  # name: (files, rows per file, day partitions)
     "mem": (1000, 48_000, 1),   # one ~1 GB partition
 }
 QUICK_DATASETS = {
-    "1k": (120, 48_000, 4),
-    "4k": (480, 12_000, 4),
-    "mem": (120, 48_000, 1),
+    "1k": (60, 48_000, 3),
+    "4k": (240, 12_000, 3),
+    "mem": (64, 48_000, 1),
 }
 
 
@@ -395,8 +395,14 @@ def partition_groups(folder: str) -> dict[str, list[str]]:
 
 # -- orchestration -----------------------------------------------------------------------------------
 
-TIMED = ("lakefmt-binpack", "delta-compact", "pyarrow-rewrite", "lakefmt-zorder", "delta-zorder",
-         "pyarrow-zorder", "lakefmt-sort")
+BINPACK_CASES = ("lakefmt-binpack", "delta-compact", "pyarrow-rewrite")
+LAYOUT_CASES = ("lakefmt-zorder", "delta-zorder", "pyarrow-zorder", "lakefmt-sort")
+REFERENCE_CASES = ("lakefmt-binpack-noverify", "duckdb-rewrite")
+QUERY_CASES = ("lakefmt-binpack", "lakefmt-sort", "lakefmt-zorder")
+ORDER = (*BINPACK_CASES, *LAYOUT_CASES, *REFERENCE_CASES)
+DELTA_OF = {"lakefmt-binpack": "delta-compact", "lakefmt-binpack-noverify": "delta-compact",
+            "pyarrow-rewrite": "delta-compact", "duckdb-rewrite": "delta-compact",
+            "lakefmt-zorder": "delta-zorder", "pyarrow-zorder": "delta-zorder", "lakefmt-sort": "delta-zorder"}
 
 
 def log(msg: str) -> None:
@@ -404,48 +410,56 @@ def log(msg: str) -> None:
 
 
 def bench_dataset(root: str, name: str, shape: tuple[int, int, int], args: argparse.Namespace,
-                  cases: tuple[str, ...], runs: int) -> dict[str, Any]:
+                  schedule: list[tuple[str, int]]) -> dict[str, Any]:
+    """Build one data set, then run ``schedule`` (case, runs), interleaving the cases run by run."""
     folder = f"{root}/{name}"
     files, rows, days = shape
     log(f"[{name}] writing {files} files x {rows} rows over {days} day partitions ...")
-    info = build_dataset(folder, name, files, rows, days, with_delta=any(c.startswith("delta") for c in cases))
+    info = build_dataset(folder, name, files, rows, days, with_delta=any(c.startswith("delta") for c, _ in schedule))
     log(f"[{name}] {info['files']} files, {info['bytes'] / 1e6:.0f} MB, {info['rows']:,} rows "
         f"(lakefmt {info['lakefmt_build_s']:.0f} s, delta {info.get('delta_build_s', 0):.1f} s)")
     groups = partition_groups(folder)
     states = [DirState(f"{folder}/lakefmt")] + ([DirState(f"{folder}/delta")] if os.path.isdir(
         f"{folder}/delta") else [])
     base = {"dir": folder, "target": args.target_mib * MiB, "groups": groups}
-    out: dict[str, Any] = {"data": info, "target_file_size": args.target_mib * MiB, "runs": {c: [] for c in cases}}
+    out: dict[str, Any] = {"data": info, "target_file_size": args.target_mib * MiB,
+                           "runs": {c: [] for c, _ in schedule}}
     try:
         out["query_before"] = run_case({**base, "case": "lakefmt-query", "query_runs": args.query_runs})
-        log(f"[{name}] query before: {out['query_before']}")
-        for r in range(runs):
-            for case in cases:
+        q = out["query_before"]
+        log(f"[{name}] query before: {q['files_planned']} files, lakefmt {q['lakefmt_s'] * 1000:.0f} ms, "
+            f"duckdb {q['duckdb_s'] * 1000:.0f} ms, {q['rows']} rows")
+        for r in range(max(n for _, n in schedule)):
+            for case, runs in schedule:
+                if r >= runs:
+                    continue
                 spec = {**base, "case": case}
-                if r == 0 and case in ("lakefmt-binpack", "lakefmt-sort", "lakefmt-zorder"):
+                if r == 0 and case in QUERY_CASES:
                     spec["query_runs"] = args.query_runs
                 result = run_case(spec)
                 for s in states:
                     s.restore()
                 out["runs"][case].append(result)
-                log(f"[{name}] run {r + 1}/{runs} {case}: {result['seconds']:.2f} s, "
-                    f"{result['output_bytes'] / 1e6:.1f} MB in {result['output_files']} files, "
-                    f"peak {result['peak_rss_mb']:.0f} MB"
-                    + (f"; query after {result['query']['lakefmt_s'] * 1000:.0f} ms lakefmt, "
-                       f"{result['query']['duckdb_s'] * 1000:.0f} ms duckdb, "
-                       f"{result['query']['files_planned']} files" if "query" in result else ""))
+                log(f"[{name}] run {r + 1}/{runs} {case}: {result['seconds']:.2f} s "
+                    f"(cpu {result['cpu_seconds']:.2f} s), {result['output_bytes'] / 1e6:.1f} MB in "
+                    f"{result['output_files']} files, peak {result['peak_rss_mb']:.0f} MB"
+                    + (f"; query after: {result['query']['files_planned']} files, lakefmt "
+                       f"{result['query']['lakefmt_s'] * 1000:.0f} ms, duckdb "
+                       f"{result['query']['duckdb_s'] * 1000:.0f} ms" if "query" in result else ""))
     finally:
         for s in states:
             s.close()
     out["median"] = {c: {"seconds": statistics.median(r["seconds"] for r in rs),
+                         "cpu_seconds": statistics.median(r["cpu_seconds"] for r in rs),
                          "output_bytes": statistics.median(r["output_bytes"] for r in rs),
-                         "output_files": rs[0]["output_files"],
+                         "output_files": rs[0]["output_files"], "runs": len(rs),
                          "peak_rss_mb": statistics.median(r["peak_rss_mb"] for r in rs)}
                      for c, rs in out["runs"].items() if rs}
     return out
 
 
 def bench_memory(root: str, shape: tuple[int, int, int], args: argparse.Namespace) -> dict[str, Any]:
+    """Peak RSS of rewriting one large partition: by strategy and max group size."""
     folder = f"{root}/mem"
     files, rows, days = shape
     log(f"[mem] writing one partition of {files} files x {rows} rows ...")
@@ -453,18 +467,14 @@ def bench_memory(root: str, shape: tuple[int, int, int], args: argparse.Namespac
     log(f"[mem] {info['files']} files, {info['bytes'] / 1e6:.0f} MB")
     groups = partition_groups(folder)
     state = DirState(f"{folder}/lakefmt")
-    target = args.target_mib * MiB
-    group_mib = [128, 256] if not args.quick else [16, 32]
+    sizes = [16, 32, 128] if args.quick else [128, 256, 1024]
     cases: list[tuple[str, dict[str, Any]]] = [
         ("pyarrow-stream", {}), ("pyarrow-rewrite", {}),
-        ("lakefmt-binpack", {}),
-        *[("lakefmt-zorder", {"max_group_size": g * MiB}) for g in group_mib],
-        *[("lakefmt-sort", {"max_group_size": g * MiB}) for g in group_mib[:1]],
-    ]
+        ("lakefmt-binpack", {}), *[("lakefmt-zorder", {"max_group_size": g * MiB}) for g in sizes]]
     results = []
     try:
         for case, options in cases:
-            result = run_case({"dir": folder, "target": target, "groups": groups, "case": case,
+            result = run_case({"dir": folder, "target": args.target_mib * MiB, "groups": groups, "case": case,
                                "options": options})
             state.restore()
             result["max_group_size"] = options.get("max_group_size")
@@ -485,27 +495,31 @@ def markdown(results: dict[str, Any]) -> str:
     lines = []
     for name, ds in results["datasets"].items():
         med, d = ds["median"], ds["data"]
-        runs = len(next(iter(ds["runs"].values())))
-        lines += [f"**{name}**: {d['files']:,} files of {d['mean_file_bytes'] / 1e3:,.0f} KB, "
+        lines += [f"**{name}**: {d['files']:,} files of {d['mean_file_bytes'] / 1e3:,.0f} KB on average, "
                   f"{d['bytes'] / 1e6:,.0f} MB, {d['rows']:,} rows, {d['partitions']} day partitions; "
-                  f"target file size {ds['target_file_size'] // MiB} MiB; median of {runs} runs", "",
-                  "| case | seconds | vs delta-rs | vs pyarrow rewrite | output MB | files | peak RSS MB |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
-        for case in TIMED:
+                  f"target file size {ds['target_file_size'] // MiB} MiB", "",
+                  "| case | runs | wall s (median) | CPU s (median) | wall vs delta-rs | CPU vs delta-rs | "
+                  "wall vs pyarrow rewrite | output MB | vs delta-rs | files | peak RSS MB |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for case in ORDER:
             if case not in med:
                 continue
             m = med[case]
-            delta = med.get("delta-zorder" if case.endswith(("zorder", "sort")) else "delta-compact")
+            delta = med.get(DELTA_OF.get(case, case))
             ref = med.get("pyarrow-rewrite")
-            lines.append(f"| {case} | {m['seconds']:.2f} | {ratio(m['seconds'], delta['seconds']) if delta else ''}"
-                         f" | {ratio(m['seconds'], ref['seconds']) if ref else ''} | "
-                         f"{m['output_bytes'] / 1e6:.1f} | {m['output_files']} | {m['peak_rss_mb']:.0f} |")
+            lines.append(
+                f"| {case} | {m['runs']} | {m['seconds']:.2f} | {m['cpu_seconds']:.2f} | "
+                f"{ratio(m['seconds'], delta['seconds']) if delta else ''} | "
+                f"{ratio(m['cpu_seconds'], delta['cpu_seconds']) if delta else ''} | "
+                f"{ratio(m['seconds'], ref['seconds']) if ref else ''} | {m['output_bytes'] / 1e6:.1f} | "
+                f"{ratio(m['output_bytes'], delta['output_bytes']) if delta else ''} | {m['output_files']} | "
+                f"{m['peak_rss_mb']:.0f} |")
         qb = ds["query_before"]
-        lines += ["", "| selective query (1 day, 1 payload, 1 sensor) | files planned | lakefmt scan ms | "
-                  "speed-up | DuckDB ms | speed-up |", "|---|---:|---:|---:|---:|---:|",
+        lines += ["", f"| selective query ({qb['rows']:,} rows) | files planned | lakefmt scan ms | speed-up | "
+                  "DuckDB over planned files ms | speed-up |", "|---|---:|---:|---:|---:|---:|",
                   f"| before compaction | {qb['files_planned']} | {qb['lakefmt_s'] * 1000:.1f} | | "
                   f"{qb['duckdb_s'] * 1000:.1f} | |"]
-        for case in ("lakefmt-binpack", "lakefmt-sort", "lakefmt-zorder"):
+        for case in QUERY_CASES:
             runs_ = ds["runs"].get(case)
             if not runs_ or "query" not in runs_[0]:
                 continue
@@ -517,12 +531,12 @@ def markdown(results: dict[str, Any]) -> str:
     mem = results.get("memory")
     if mem:
         d = mem["data"]
-        lines += [f"**peak memory**, one partition of {d['bytes'] / 1e6:,.0f} MB in {d['files']:,} files "
-                  "(ru_maxrss of a fresh process; includes ~the interpreter and imports)", "",
-                  "| case | max group size | peak RSS MB | after imports MB | seconds |", "|---|---:|---:|---:|---:|"]
+        lines += [f"**peak memory**: one partition of {d['bytes'] / 1e6:,.0f} MB in {d['files']:,} files "
+                  f"({d['rows']:,} rows); peak RSS of a fresh process (VmHWM, i.e. its ru_maxrss)", "",
+                  "| case | max group size | peak RSS MB | after imports MB | wall s |", "|---|---:|---:|---:|---:|"]
         for r in mem["results"]:
             g = f"{r['max_group_size'] // MiB} MiB" if r.get("max_group_size") else (
-                "1 GiB (default)" if r["case"].startswith("lakefmt") else "-")
+                "1024 MiB (default)" if r["case"].startswith("lakefmt") else "-")
             lines.append(f"| {r['case']} | {g} | {r['peak_rss_mb']:.0f} | {r['rss_before_mb']:.0f} | "
                          f"{r['seconds']:.1f} |")
     return "\n".join(lines)
@@ -530,15 +544,16 @@ def markdown(results: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small data, one run: a ~1 minute smoke run")
-    parser.add_argument("--runs", type=int, help="runs per case on the 1k data set (default 3; quick 1)")
-    parser.add_argument("--runs-4k", type=int, help="runs per case on the 4k data set (default 1)")
+    parser.add_argument("--quick", action="store_true", help="small data, one run each: a ~1 minute smoke run")
+    parser.add_argument("--runs", type=int, help="runs of the bin-pack cases on 1k (default 3; quick 1)")
+    parser.add_argument("--layout-runs", type=int, default=1,
+                        help="runs of the Z-order/sort and reference cases on 1k (default 1)")
     parser.add_argument("--query-runs", type=int, default=5, help="repetitions of each query (median)")
     parser.add_argument("--target-mib", type=int, help="target file size in MiB (default 16; quick 4)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["1k", "4k", "mem"], help="data sets to skip")
     parser.add_argument("--dir", help="work folder (default: a fresh temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    parser.add_argument("--json", help="also write the results to this path")
+    parser.add_argument("--json", help="write the results here instead of benchmarks/results/")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -546,9 +561,13 @@ def main() -> None:
             print(json.dumps(worker(json.load(f))))
         return
     runs = args.runs or (1 if args.quick else 3)
-    runs_4k = args.runs_4k or 1
     args.target_mib = args.target_mib or (4 if args.quick else 16)
     shapes = QUICK_DATASETS if args.quick else DATASETS
+    schedules = {
+        "1k": [(c, runs) for c in BINPACK_CASES] + [(c, args.layout_runs) for c in LAYOUT_CASES]
+        + ([] if args.quick else [(c, args.layout_runs) for c in REFERENCE_CASES]),
+        "4k": [(c, 1) for c in (*BINPACK_CASES, "lakefmt-sort", "lakefmt-zorder")],
+    }
     root = args.dir or tempfile.mkdtemp(prefix="bench-compaction-")
     os.makedirs(root, exist_ok=True)
     started = time.perf_counter()
@@ -560,31 +579,28 @@ def main() -> None:
         "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "pyarrow": pa.__version__,
                     "deltalake": deltalake.__version__, "duckdb": duckdb.__version__,
-                    "platform": platform.platform()},
+                    "platform": platform.platform(), "loadavg_at_start": os.getloadavg()},
         "query": query_filter()[0], "datasets": {}}
     try:
         for name in ("1k", "4k"):
-            if name in args.skip:
-                continue
-            cases = TIMED if name == "1k" else ("lakefmt-binpack", "delta-compact", "pyarrow-rewrite",
-                                                 "lakefmt-zorder", "delta-zorder", "lakefmt-sort")
-            results["datasets"][name] = bench_dataset(root, name, shapes[name], args, cases,
-                                                      runs if name == "1k" else runs_4k)
-            shutil.rmtree(f"{root}/{name}", ignore_errors=True)
+            if name not in args.skip:
+                results["datasets"][name] = bench_dataset(root, name, shapes[name], args, schedules[name])
+                shutil.rmtree(f"{root}/{name}", ignore_errors=True)
         if "mem" not in args.skip:
             results["memory"] = bench_memory(root, shapes["mem"], args)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
+    results["machine"]["loadavg_at_end"] = os.getloadavg()
     results["total_seconds"] = round(time.perf_counter() - started, 1)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = REPO / "benchmarks" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"compaction-{'quick-' if args.quick else ''}{stamp}.json"
-    text = json.dumps(results, indent=1, default=str)
-    path.write_text(text)
     if args.json:
-        Path(args.json).write_text(text)
+        path = Path(args.json)
+    else:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        path = REPO / "benchmarks" / "results" / (
+            "compaction-quick-latest.json" if args.quick else f"compaction-{stamp}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1, default=str))
     print(markdown(results))
     log(f"results: {path} (total {results['total_seconds']:.0f} s)")
 

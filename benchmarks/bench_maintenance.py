@@ -94,7 +94,8 @@ def build(folder: str, snapshots: int, files: int, block: int) -> dict[str, floa
             seq += 1
             sid = seq
             compacting = i == block - 1
-            names = [f"data/{'compact' if compacting else 'part'}-{sid:08d}-{j:05d}.parquet" for j in range(per_append)]
+            kind = "compact" if compacting else "part"
+            names = [f"data/{kind}-{sid:08d}-{j:05d}.parquet" for j in range(per_append)]
             new = [DataFile(p, (), 1, 16) for p in names]
             data_paths += names
             if compacting:
@@ -111,8 +112,8 @@ def build(folder: str, snapshots: int, files: int, block: int) -> dict[str, floa
                 op = "append"
             list_rel = f"metadata/snap-{sid}-{sid:016x}.manifest-list.parquet"
             lists.append((list_rel, rows))
-            summary = {k: "0" for k in ("added-data-files", "deleted-data-files", "added-records", "deleted-records",
-                                        "added-files-size", "removed-files-size")}
+            summary = {k: "0" for k in ("added-data-files", "deleted-data-files", "added-records",
+                                        "deleted-records", "added-files-size", "removed-files-size")}
             summary.update({"total-data-files": str(total), "total-records": str(total),
                             "total-files-size": str(16 * total)})
             snaps.append(Snapshot(sid, parent, seq, first_ms + (sid - 1) * 1000, op, list_rel, 0, summary))
@@ -121,7 +122,8 @@ def build(folder: str, snapshots: int, files: int, block: int) -> dict[str, floa
 
     def write_one(job: tuple[str, list[ManifestEntry], int, int]) -> tuple[str, int]:
         rel, entries, sid, sequence = job
-        m = write_manifest(io, f"{loc}/{rel}", rel, entries, spec, schema, snapshot_id=sid, sequence_number=sequence)
+        m = write_manifest(io, f"{loc}/{rel}", rel, entries, spec, schema, snapshot_id=sid,
+                           sequence_number=sequence)
         return rel, m.length
 
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -198,7 +200,8 @@ def run_phase(folder: str, phase: str, cutoff_ms: int, trace: bool) -> dict[str,
         out.update(listed=r.listed_files, orphans=len(r.orphan_files))
     elif phase in ("expire-dry", "expire"):
         r = t.maintenance.expire_snapshots(older_than=cutoff, dry_run=phase == "expire-dry")
-        out.update(expired=len(r.expired_snapshot_ids), data_files=len(r.data_files), manifests=len(r.manifests),
+        out.update(expired=len(r.expired_snapshot_ids), data_files=len(r.data_files),
+                   manifests=len(r.manifests),
                    manifest_lists=len(r.manifest_lists), metadata_files=len(r.metadata_files),
                    mb_freed=round(r.bytes_freed / 2**20, 1))
     out["seconds"] = round(time.perf_counter() - started, 2)
@@ -224,7 +227,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--snapshots", type=int, default=10_000)
     parser.add_argument("--files", type=int, default=100_000)
-    parser.add_argument("--block", type=int, default=100, help="snapshots per append block ending in a replace")
+    parser.add_argument("--block", type=int, default=100,
+                        help="snapshots per block of appends ending in a replace")
     parser.add_argument("--dir", help="work folder (default: a fresh temporary one, deleted afterwards)")
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
     parser.add_argument("--cutoff-ms", type=int, help=argparse.SUPPRESS)

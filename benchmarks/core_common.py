@@ -84,13 +84,15 @@ class Breakdown:
 
     def __init__(self) -> None:
         self.totals: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
         self._patches: list[tuple[Any, str, Any]] = []
 
     def wrap(self, owner: Any, attr: str, label: str) -> None:
         original = getattr(owner, attr)
-        totals = self.totals
+        totals, calls = self.totals, self.calls
 
         def timed(*args: Any, **kwargs: Any) -> Any:
+            calls[label] += 1
             start = time.perf_counter()
             try:
                 return original(*args, **kwargs)
@@ -121,6 +123,11 @@ class Breakdown:
         self.totals.clear()
         return out
 
+    def take_calls(self) -> dict[str, int]:
+        out = dict(self.calls)
+        self.calls.clear()
+        return out
+
     def restore(self) -> None:
         for owner, attr, original in reversed(self._patches):
             setattr(owner, attr, original)
@@ -138,6 +145,7 @@ def commit_path_breakdown() -> Breakdown:
     b.wrap(table.Table, "write_data_files", "data files")
     b.wrap(commit.SnapshotProducer, "build", "manifests + manifest list")
     b.wrap_context(catalog.Catalog, "session", "catalog session (lock+open+work+close)")
+    b.wrap(catalog.fcntl, "flock", "  waiting for the catalog lock")
     b.wrap(catalog.Catalog, "_connect", "  duckdb open")
     b.wrap(catalog.CatalogSession, "compare_and_swap", "  CAS transaction")
     b.wrap(commit, "apply_updates", "  apply updates")

@@ -163,7 +163,8 @@ class FileIO:
             yield from _scan_local(root)
             return
         # fsspec's generic find() silently skips folders it cannot read; s3fs lists flat and raises.
-        found = self._walk_strict(root) if strict and self.scheme != "s3" else self.fs.find(root, detail=True).items()
+        found = (self._walk_strict(root) if strict and self.scheme != "s3"
+                 else self.fs.find(root, detail=True).items())
         for path, info in found:
             if info.get("type") == "directory":
                 continue

@@ -4,10 +4,10 @@ pyarrow dictionary-encodes every column by default and falls back to plain encod
 only once a row group's dictionary page passes 1 MiB. For a column whose values are
 nearly all distinct — timestamps in microseconds, sequence numbers, measured doubles —
 the dictionary never pays: the writer hashes every value, stores each one in the
-dictionary *and* an index per row, then usually falls back anyway. Measured on
-Artemis-like rows, such columns wrote ~25% slower and ~5-20% larger with a dictionary
-than plain + ZSTD, while low-cardinality columns (ids, enums) wrote faster and much
-smaller with one (benchmarks/README.md, *Compaction*).
+dictionary *and* an index per row, then usually falls back anyway. Measured on one
+partition of 4.8 million Artemis-like rows (pyarrow 26, ZSTD 3): with a dictionary,
+``ts``, ``seq`` and ``value`` wrote 35-60% slower and 4-26% larger than plain + ZSTD,
+while ``mission_id`` and ``sensor_kind`` wrote 2-3x smaller with one.
 
 :func:`dictionary_columns` decides per column from a sample of the group's rows: a
 top-level column keeps its dictionary unless at least :data:`HIGH_CARDINALITY_RATIO`

@@ -14,10 +14,20 @@ Strategies:
   (bounded by the group size, COMPACT-7).
 * ``zorder`` sorts the group in memory by Z-order key (:mod:`lakefmt.compaction.zorder`).
 
+In-memory strategies order the group with :func:`lakefmt.compaction.ranks.sort_indices`
+or :func:`lakefmt.compaction.zorder.zorder_indices` (rank-based, the permutation the
+definitions give) and reorder it one slice at a time, so the group is held once.
+
 Outputs are ZSTD Parquet files named ``compact-...`` with statistics from their
-footers (COMPACT-16). Before returning, the outputs are read back and must hold exactly
-the input rows: same count, same order-independent checksum (COMPACT-17); otherwise
-they are deleted and :class:`~lakefmt.errors.ChecksumMismatchError` is raised.
+footers (COMPACT-16); columns whose values are nearly all distinct are written without
+a dictionary (:mod:`lakefmt.compaction.encoding`). Before returning, the outputs are
+read back and must hold exactly the input rows: same count, same order-independent
+checksum (COMPACT-17); otherwise they are deleted and
+:class:`~lakefmt.errors.ChecksumMismatchError` is raised.
+
+Cost, measured on 1 GB of Artemis-like rows (benchmarks/README.md, *Compaction*): for
+bin-pack, reading the inputs and writing the outputs take about two thirds of the CPU,
+verification (hashing the inputs, decoding and hashing the outputs) the rest.
 """
 
 from __future__ import annotations
@@ -201,18 +211,13 @@ def _verify(io: FileIO, task: RewriteTask, outputs: tuple[DataFile, ...], expect
     arrow_schema = task.schema.to_arrow()
     for f in outputs:
         location = _abs(task, f)
-        if io.scheme == "file":
-            if throttle is not None:
-                throttle(f.file_size_bytes)
-            got_file = parquet_checksum(io.fs_path(location), arrow_schema)
-            if got_file is not None:
-                direct = direct + got_file
-                continue
-            charge = None  # already charged for this file
-        else:
-            charge = throttle
-        for batch in iter_batches(io, location, task.schema, batch_rows=262_144, charge=charge,
-                                  size_hint=f.file_size_bytes):
+        if throttle is not None:
+            throttle(f.file_size_bytes)  # outputs read back count against the read budget (COMPACT-25)
+        by_duckdb = parquet_checksum(io.fs_path(location), arrow_schema) if io.scheme == "file" else None
+        if by_duckdb is not None:
+            direct = direct + by_duckdb
+            continue
+        for batch in iter_batches(io, location, task.schema, batch_rows=262_144, size_hint=f.file_size_bytes):
             acc.update(batch)
     got = acc.value + direct
     declared = sum(f.record_count for f in outputs)

@@ -74,8 +74,9 @@ class Maintenance:
     def __repr__(self) -> str:
         return f"Maintenance({self.table.name!r})"
 
-    def expire_snapshots(self, *, older_than: timedelta | datetime | None = None, retain_last: int | None = None,
-                         snapshot_ids: Iterable[int] | None = None, dry_run: bool = False) -> ExpireResult:
+    def expire_snapshots(self, *, older_than: timedelta | datetime | None = None,
+                         retain_last: int | None = None, snapshot_ids: Iterable[int] | None = None,
+                         dry_run: bool = False) -> ExpireResult:
         """Remove old snapshots in one commit, then delete the files only they reached (MAINT-3 … MAINT-7).
 
         Defaults come from ``history.expire.max-snapshot-age-ms`` (5 days) and
@@ -86,7 +87,7 @@ class Maintenance:
 
     def remove_orphan_files(self, *, older_than: timedelta = timedelta(days=3), dry_run: bool = True
                             ) -> OrphanResult:
-        """Delete unreferenced, unleased files older than ``older_than``; only reports unless ``dry_run=False``."""
+        """Delete unreferenced, unleased files older than ``older_than``; a dry run unless told otherwise."""
         return remove_orphan_files(self.table, older_than=older_than, dry_run=dry_run)
 
     def reachable_files(self) -> Reachability:

@@ -110,7 +110,8 @@ class _Checker:
             for entry in meta.metadata_log:
                 path = relativize(self.location, str(entry.value))
                 if path is None or not self._exists(path):
-                    self.bad("MAINT-6", "a metadata file named in the metadata-log is missing", str(entry.value))
+                    self.bad("MAINT-6", "a metadata file named in the metadata-log is missing",
+                             str(entry.value))
         for snap in meta.snapshots:
             self._check_snapshot(meta, snap.snapshot_id, snap.manifest_list, snap.summary)
         if self.level == "full":
@@ -132,8 +133,8 @@ class _Checker:
             self.bad("META-2", f"not valid against table-metadata.schema.json: {message}", here)
         recorded = raw.get("location") if isinstance(raw, dict) else None
         if isinstance(recorded, str) and recorded and normalize_location(recorded) != self.location:
-            self.bad("LAYOUT-3", f"location {recorded!r} is not the folder holding metadata/ ({self.location})",
-                     here)
+            self.bad("LAYOUT-3", f"location {recorded!r} is not the folder holding metadata/ "
+                                 f"({self.location})", here)
         try:
             meta = TableMetadata.from_json(raw)
         except CorruptMetadataError as exc:
@@ -149,7 +150,8 @@ class _Checker:
                 ("default-spec-id", meta.default_spec_id, {s.spec_id for s in meta.partition_specs}),
                 ("default-sort-order-id", meta.default_sort_order_id, {o.order_id for o in meta.sort_orders})]
         if meta.current_snapshot_id is not None:
-            refs.append(("current-snapshot-id", meta.current_snapshot_id, {s.snapshot_id for s in meta.snapshots}))
+            snapshot_ids = {s.snapshot_id for s in meta.snapshots}
+            refs.append(("current-snapshot-id", meta.current_snapshot_id, snapshot_ids))
         refs += [(f"schema-id of snapshot {s.snapshot_id}", s.schema_id, schema_ids) for s in meta.snapshots]
         for what, value, known in refs:
             if value not in known:
@@ -173,8 +175,8 @@ class _Checker:
                                    f"last-sequence-number {meta.last_sequence_number}", here)
             parent = s.parent_snapshot_id
             if parent is not None and parent in by_id and by_id[parent] >= s.sequence_number:
-                self.bad("SNAP-3", f"snapshot {s.snapshot_id} (sequence {s.sequence_number}) does not come after "
-                                   f"its parent {parent} (sequence {by_id[parent]})", here)
+                self.bad("SNAP-3", f"snapshot {s.snapshot_id} (sequence {s.sequence_number}) does not come "
+                                   f"after its parent {parent} (sequence {by_id[parent]})", here)
         times = [e.timestamp_ms for e in meta.snapshot_log]
         if any(a > b for a, b in itertools.pairwise(times)):
             self.bad("META-8", "snapshot-log timestamps decrease", here)
@@ -186,7 +188,8 @@ class _Checker:
         if rel is None:
             return
         if rel not in self.lists:
-            self.lists[rel] = self._read(lambda: read_manifest_list(self.io, f"{self.location}/{rel}"), rel) or []
+            rows = self._read(lambda: read_manifest_list(self.io, f"{self.location}/{rel}"), rel)
+            self.lists[rel] = rows or []
         rows = self.lists[rel]
         for path, n in Counter(m.path for m in rows).items():
             if n > 1:
@@ -218,7 +221,8 @@ class _Checker:
         try:
             spec = meta.spec_by_id(row.spec_id)
         except CorruptMetadataError:
-            self.bad("META-3", f"manifest {rel} has partition spec {row.spec_id}, which the metadata lacks", list_rel)
+            self.bad("META-3", f"manifest {rel} has partition spec {row.spec_id}, which the metadata lacks",
+                     list_rel)
             return None
         if rel not in self.manifests:
             raw = self._read(lambda: read_manifest(self.io, f"{self.location}/{rel}", row, spec, meta.schema,
@@ -234,7 +238,8 @@ class _Checker:
         for e in entries:
             rel = relativize(self.location, e.data_file.path)
             if e.is_live and rel is not None and rel not in self.data_files:  # outside: reported as MAN-8
-                self.data_files[rel] = e.data_file if rel == e.data_file.path else replace(e.data_file, path=rel)
+                same = rel == e.data_file.path
+                self.data_files[rel] = e.data_file if same else replace(e.data_file, path=rel)
         return entries
 
     def _check_entries(self, rel: str, raw: list[ManifestEntry], spec_id: int) -> None:
@@ -245,8 +250,8 @@ class _Checker:
             if f.file_format != "parquet":
                 self.bad("MAN-8", f"file_format of {f.path} is {f.file_format!r}, not 'parquet'", rel)
             if e.status == EntryStatus.EXISTING and (e.snapshot_id is None or e.sequence_number is None):
-                self.bad("MAN-5", f"EXISTING entry of {f.path} does not carry its snapshot id and sequence number",
-                         rel)
+                self.bad("MAN-5", f"EXISTING entry of {f.path} does not carry its snapshot id and sequence "
+                                  "number", rel)
             if e.status == EntryStatus.DELETED and e.sequence_number is None:
                 self.bad("MAN-5", f"DELETED entry of {f.path} does not carry the file's sequence number", rel)
 
@@ -281,17 +286,18 @@ class _Checker:
                 if not e.is_live:
                     continue
                 if value is None and not summary.contains_null:
-                    self.bad("ML-4", f"manifest {row.path}: contains_null is false but {e.data_file.path} has a "
-                                     f"null partition value", list_rel)
+                    self.bad("ML-4", f"manifest {row.path}: contains_null is false but {e.data_file.path} "
+                                     "has a null partition value", list_rel)
                     break
                 if value is not None and ((low is None or value < low) or (high is None or value > high)):
-                    self.bad("ML-4", f"manifest {row.path}: partition value {value!r} of {e.data_file.path} is "
-                                     f"outside the summary [{low!r}, {high!r}]", list_rel)
+                    self.bad("ML-4", f"manifest {row.path}: partition value {value!r} of {e.data_file.path} "
+                                     f"is outside the summary [{low!r}, {high!r}]", list_rel)
                     break
 
     # -- data files ----------------------------------------------------------------------
     def _check_data_files(self, meta: TableMetadata) -> None:
-        present = [f for f in self.data_files.values() if self._check_size(f.path, f.file_size_bytes, "WRITE-6")]
+        present = [f for f in self.data_files.values()
+                   if self._check_size(f.path, f.file_size_bytes, "WRITE-6")]
 
         def check(f: DataFile) -> list[Violation]:
             return check_data_file(self.io, self.location, f, meta.spec_by_id(f.spec_id), meta.schema)
@@ -301,7 +307,10 @@ class _Checker:
                 self.violations += found
 
     def _check_size(self, rel: str, recorded: int | None, requirement: str) -> bool:
-        """Whether ``rel`` exists (LAYOUT-5) with the ``recorded`` size (``requirement``); skipped at level metadata."""
+        """Whether ``rel`` exists (LAYOUT-5) with the ``recorded`` size (``requirement``).
+
+        Not checked (always True) at level ``metadata``.
+        """
         if self.level == "metadata":
             return True
         if not self._exists(rel):

@@ -79,8 +79,8 @@ def _check_stats(f: DataFile, footer: pq.FileMetaData, names_by_id: dict[int, st
     fields = [Field(fid, name, current.type) for fid, name in names_by_id.items()
               if (current := schema.field_by_id(fid)) is not None]
     try:
-        expected = data_file_from_footer(f.path, f.partition, f.file_size_bytes, footer, Schema(tuple(fields)),
-                                         spec, None)
+        expected = data_file_from_footer(f.path, f.partition, f.file_size_bytes, footer,
+                                         Schema(tuple(fields)), spec, None)
     except (LakefmtError, ValueError, TypeError) as exc:
         return [("WRITE-1", f"the footer's columns cannot be matched to the schema: {exc}")]
     out: list[tuple[str, str]] = []

@@ -1,4 +1,4 @@
-"""``lakefmt expire | orphans | rollback | stats | check``: maintenance on the command line (spec/maintenance.md).
+"""``lakefmt expire | orphans | rollback | stats | check``: maintenance commands (spec/maintenance.md).
 
 Wired into ``lakefmt`` by :func:`add_maintenance_parsers`; every handler gets the
 global options (``--warehouse``, ``--catalog-path``, ``--storage-option``) and opens
@@ -34,7 +34,7 @@ _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None
 
 
 def parse_age(text: str) -> dt.timedelta | dt.datetime:
-    """``"7d"``, ``"12h"``, ``"90m"``, ``"30s"``, ``"0"`` -> a timedelta; an ISO 8601 time -> a datetime (naive = UTC)."""
+    """``"7d"``, ``"12h"``, ``"90m"``, ``"30s"`` or ``"0"`` -> a timedelta; ISO 8601 -> a datetime (UTC)."""
     match = _DURATION.match(text)
     if match:
         return dt.timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
@@ -55,7 +55,8 @@ def cmd_expire(args: argparse.Namespace) -> int:
     print(f"{verb} {len(result.expired_snapshot_ids)} snapshot(s) of {table.name}; "
           f"{'would free' if result.dry_run else 'freed'} {human_bytes(result.bytes_freed)} "
           f"({result.bytes_freed} bytes) in {len(result.data_files)} data files, {len(result.manifests)} "
-          f"manifests, {len(result.manifest_lists)} manifest lists, {len(result.metadata_files)} metadata files")
+          f"manifests, {len(result.manifest_lists)} manifest lists, {len(result.metadata_files)} "
+          "metadata files")
     for path in result.failed_deletes:
         print(f"warning: could not delete {path} (left for orphan removal)", file=sys.stderr)
     return 0
@@ -70,7 +71,8 @@ def cmd_orphans(args: argparse.Namespace) -> int:
     for path in result.orphan_files:
         print(path)
     verb = "orphan(s) found (dry run; --delete removes them)" if result.dry_run else "orphan(s) deleted"
-    print(f"{len(result.orphan_files)} {verb}, {human_bytes(result.orphan_bytes)}; listed {result.listed_files} "
+    print(f"{len(result.orphan_files)} {verb}, {human_bytes(result.orphan_bytes)}; "
+          f"listed {result.listed_files} "
           f"files: {result.referenced_files} referenced, {result.in_flight_files} in flight (leased), "
           f"{result.too_young_files} younger than {age}", file=sys.stderr)
     for path in result.failed_deletes:
@@ -96,7 +98,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 0
     print(f"{stats.table} at snapshot {stats.snapshot_id} ({stats.snapshots} snapshots retained)")
     for label, files, size in (("live", stats.live_files, stats.live_bytes),
-                               ("historical (only older snapshots)", stats.historical_files, stats.historical_bytes),
+                               ("historical (only older snapshots)", stats.historical_files,
+                                stats.historical_bytes),
                                ("metadata", stats.metadata_files, stats.metadata_bytes),
                                ("orphan", stats.orphan_files, stats.orphan_bytes),
                                ("in flight (leased)", stats.in_flight_files, stats.in_flight_bytes)):

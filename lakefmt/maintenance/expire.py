@@ -66,7 +66,8 @@ class ExpireResult:
 
     @property
     def files_deleted(self) -> int:
-        return len(self.data_files) + len(self.manifests) + len(self.manifest_lists) + len(self.metadata_files)
+        return (len(self.data_files) + len(self.manifests) + len(self.manifest_lists)
+                + len(self.metadata_files))
 
 
 def cutoff_ms(metadata: TableMetadata, older_than: timedelta | datetime | None, now_ms: int) -> int:
@@ -125,7 +126,7 @@ def expire_snapshots(table: Table, *, older_than: timedelta | datetime | None = 
     """
     table.refresh()
     base, base_location = table.metadata, table.metadata_location
-    keep = retain_last if retain_last is not None else int_property(base.properties, EXPIRE_MIN_SNAPSHOTS_TO_KEEP)
+    keep = int_property(base.properties, EXPIRE_MIN_SNAPSHOTS_TO_KEEP) if retain_last is None else retain_last
     now_ms = int(time.time() * 1000)
     chosen = select_expired(base, cutoff=cutoff_ms(base, older_than, now_ms), retain_last=keep,
                             snapshot_ids=snapshot_ids)
@@ -152,7 +153,8 @@ def expire_snapshots(table: Table, *, older_than: timedelta | datetime | None = 
     data_files = sorted(only_removed.data_files)
     manifests = sorted(only_removed.manifests)
     lists = sorted(only_removed.manifest_lists)
-    freed = (sum(only_removed.data_files.values()) + sum(size(m, only_removed.manifests[m]) for m in manifests)
+    freed = (sum(only_removed.data_files.values())
+             + sum(size(m, only_removed.manifests[m]) for m in manifests)
              + sum(size(p) for p in lists) + sum(size(p) for p in stale_metadata))
     failed: tuple[str, ...] = ()
     if not dry_run:
@@ -174,7 +176,8 @@ def _metadata_folder(table: Table, location: str) -> list[ListedFile]:
     return out
 
 
-def _stale_metadata_files(current_location: str, retained: Reachability, listing: list[ListedFile]) -> list[str]:
+def _stale_metadata_files(current_location: str, retained: Reachability, listing: list[ListedFile]
+                          ) -> list[str]:
     """Metadata files up to the current version that neither the current metadata nor its log names (MAINT-6).
 
     Such a file can never become current: every swap expects the pointer it was built on

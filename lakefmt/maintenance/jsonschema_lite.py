@@ -86,7 +86,8 @@ class _Lite:
         if "oneOf" in schema:
             matches = sum(1 for option in schema["oneOf"] if not self._sub_errors(option, value, path))
             if matches != 1:
-                out.append(f"{where}: {value!r} is valid under {matches} of the oneOf options, not exactly one")
+                out.append(f"{where}: {value!r} is valid under {matches} of the oneOf options, "
+                           "not exactly one")
         if isinstance(value, str):
             if "minLength" in schema and len(value) < schema["minLength"]:
                 out.append(f"{where}: {value!r} is too short")
@@ -107,7 +108,8 @@ class _Lite:
         self._check(schema, value, path, out)
         return out
 
-    def _check_object(self, schema: dict[str, Any], value: dict[str, Any], path: list[Any], out: list[str]) -> None:
+    def _check_object(self, schema: dict[str, Any], value: dict[str, Any], path: list[Any],
+                      out: list[str]) -> None:
         for name in schema.get("required", ()):
             if name not in value:
                 out.append(f"{_json_path(path)}: {name!r} is a required property")

@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lakefmt.errors import IncompleteListingError, MaintenanceError
-from lakefmt.io import FileIO
+from lakefmt.io import FileIO, normalize_location
 from lakefmt.leases import Leases
 from lakefmt.maintenance.reachability import Reachability, relativize, table_location, table_reachability
 
@@ -116,8 +116,10 @@ def scan_storage(table: Table) -> StorageScan:
         missing = [p for p in missing if p in before]
     missing.sort()
     if missing or reach.outside:
-        what = f"{len(missing)} referenced file(s) are not in the listing, e.g. {missing[0]}" if missing else (
-            f"{len(reach.outside)} referenced path(s) lie outside it, e.g. {min(reach.outside)}")
+        if missing:
+            what = f"{len(missing)} referenced file(s) are not in the listing, e.g. {missing[0]}"
+        else:
+            what = f"{len(reach.outside)} referenced path(s) lie outside it, e.g. {min(reach.outside)}"
         raise IncompleteListingError(f"cannot trust the listing of {location}: {what}; "
                                      "run `lakefmt check` (MAINT-11)")
     return StorageScan(location, tuple(listed), reach, tokens)
@@ -126,13 +128,20 @@ def scan_storage(table: Table) -> StorageScan:
 def list_location(io: FileIO, location: str) -> list[ListedFile]:
     """Every file under ``location``, or :class:`IncompleteListingError` (MAINT-11, MAINT-12)."""
     out = []
+    prefix = normalize_location(location) + "/"
     try:
         for info in io.list_files(location, strict=True):
-            rel = relativize(location, info.path)
-            if rel is not None:  # the store returned something outside the location: never touch it (MAINT-12)
+            path = info.path
+            tail = path[len(prefix):]
+            if path.startswith(prefix) and "/." not in path and "//" not in tail and not tail.endswith("/"):
+                rel: str | None = tail  # already in normal form: the usual case, kept cheap
+            else:
+                rel = relativize(location, path)
+            if rel is not None:  # None: the store returned something outside the location (MAINT-12)
                 out.append(ListedFile(rel, info.size, info.mtime))
     except (OSError, ValueError) as exc:
-        raise IncompleteListingError(f"cannot list {location} completely: {type(exc).__name__}: {exc}") from exc
+        raise IncompleteListingError(f"cannot list {location} completely: {type(exc).__name__}: "
+                                     f"{exc}") from exc
     return out
 
 
@@ -174,6 +183,8 @@ def delete_files(io: FileIO, location: str, paths: list[str]) -> tuple[str, ...]
 
     if not paths:
         return ()
+    if io.scheme == "file":  # a local unlink takes microseconds: threads would only add contention
+        return tuple(sorted(p for p in map(delete, paths) if p is not None))
     failed: list[str] = []
     with ThreadPoolExecutor(max_workers=min(DELETE_THREADS, len(paths))) as pool:
         for start in range(0, len(paths), 1024):  # bounded: not one future per file at once

@@ -120,7 +120,7 @@ def table_reachability(io: FileIO, metadata: TableMetadata, metadata_location: s
 
 def reachable_files(io: FileIO, location: str, snapshots: Sequence[Snapshot], *,
                     metadata_files: Iterable[str] = (), threads: int = READ_THREADS) -> Reachability:
-    """Files reachable from ``snapshots``: manifest lists, their manifests, their live data files (MAINT-1)."""
+    """Files reachable from ``snapshots``: manifest lists, their manifests and live data files (MAINT-1)."""
     walker = _Walker(io, normalize_location(location), threads)
     outside: set[str] = set()
     metas = set()

@@ -128,7 +128,8 @@ def test_dangling_references(table):
 
 
 def test_the_packaged_schema_is_the_spec_schema():
-    assert (PACKAGE / "table-metadata.schema.json").read_bytes() == (SPEC / "table-metadata.schema.json").read_bytes()
+    packaged = (PACKAGE / "table-metadata.schema.json").read_bytes()
+    assert packaged == (SPEC / "table-metadata.schema.json").read_bytes()
     assert metadata_schema() == json.loads((SPEC / "table-metadata.schema.json").read_text())
 
 

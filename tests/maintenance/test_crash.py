@@ -1,4 +1,4 @@
-"""Crash safety of the commit protocol, and orphan removal after a crash (COMMIT-1 … COMMIT-6, MAINT-8 … MAINT-11).
+"""Crash safety of the commit protocol and orphan removal after a crash (COMMIT-1 … 6, MAINT-8 … 11).
 
 A writer process is killed with SIGKILL at each named step of a commit. Afterwards the
 table passes ``check``, every committed row is readable, and orphan removal — with the

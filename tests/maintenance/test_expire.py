@@ -22,8 +22,8 @@ def snap(i: int, parent: int | None, ts: int) -> Snapshot:
 
 
 def metadata_with(snapshots: list[Snapshot], current: int) -> TableMetadata:
-    return TableMetadata("00000000-0000-4000-8000-000000000000", "/t", len(snapshots), 0, 1, (), 0, (), 0, 999,
-                         (), 0, {}, current, tuple(snapshots), (), ())
+    return TableMetadata("00000000-0000-4000-8000-000000000000", "/t", len(snapshots), 0, 1, (), 0, (), 0,
+                         999, (), 0, {}, current, tuple(snapshots), (), ())
 
 
 class TestSelect:
@@ -95,7 +95,8 @@ def test_defaults_come_from_table_properties(local_catalog):
     t.append(batch(0, 5))
     t.append(batch(5, 5))
     assert t.maintenance.expire_snapshots().expired_snapshot_ids == ()  # younger than 5 days
-    t.set_properties(**{"history.expire.max-snapshot-age-ms": "0", "history.expire.min-snapshots-to-keep": "2"})
+    t.set_properties(**{"history.expire.max-snapshot-age-ms": "0",
+                        "history.expire.min-snapshots-to-keep": "2"})
     time.sleep(0.002)
     assert t.maintenance.expire_snapshots().expired_snapshot_ids == ()  # both kept by the count
     t.append(batch(10, 5))

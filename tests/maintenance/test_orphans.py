@@ -7,8 +7,10 @@ import re
 import time
 from datetime import timedelta
 
+import pyarrow as pa
 import pytest
 
+from lakefmt.commit import FileChange
 from lakefmt.errors import IncompleteListingError, MaintenanceError
 from lakefmt.io import FileInfo
 from lakefmt.leases import Leases
@@ -113,10 +115,12 @@ def test_in_flight_files_of_a_leased_writer_survive(catalog, tmp_path):
     t = make_table(catalog)
     t.append(batch(0, 20))
     before = all_files(t)
-    writer = spawn_paused_writer(catalog, "maint.t", "after-manifests", tmp_path, op="append", start=100, rows=30)
+    writer = spawn_paused_writer(catalog, "maint.t", "after-manifests", tmp_path, op="append", start=100,
+                                 rows=30)
     try:
         in_flight = all_files(t) - before
-        assert any(p.startswith("data/") for p in in_flight) and any(p.startswith("metadata/m-") for p in in_flight)
+        assert any(p.startswith("data/") for p in in_flight)
+        assert any(p.startswith("metadata/m-") for p in in_flight)
         t.io.write_bytes(f"{t.location}/data/part=a/stray.parquet", b"not leased")
         result = t.maintenance.remove_orphan_files(older_than=timedelta(0), dry_run=False)
         assert result.orphan_files == ("data/part=a/stray.parquet",)
@@ -134,3 +138,27 @@ def test_in_flight_files_of_a_leased_writer_survive(catalog, tmp_path):
     assert set(result.orphan_files) == in_flight
     assert all_files(t) == before and t.check().ok
     assert rows(t.scan().to_arrow()) == rows(batch(0, 20))
+
+
+def test_a_writer_that_commits_during_the_scan_keeps_its_files(local_catalog, monkeypatch):
+    """Listed while in flight, committed and unleased before reachability is read: referenced (MAINT-10)."""
+    t = make_table(local_catalog)
+    t.append(batch(0, 10))
+    other = local_catalog.load_table("maint.t")
+    files = other.write_data_files(batch(100, 10))  # written before the listing, under other's lease
+    real_live = Leases.live
+    raced: list[bool] = []
+
+    def commit_then_read_leases(self, table_uuid, kind=None):
+        if not raced:
+            other.commit_change(FileChange("append", added=files))
+            other.release_write_token()
+            raced.append(True)
+        return real_live(self, table_uuid, kind)
+
+    monkeypatch.setattr(Leases, "live", commit_then_read_leases)
+    result = t.maintenance.remove_orphan_files(older_than=timedelta(0), dry_run=False)
+    assert raced and result.orphan_files == ()
+    monkeypatch.undo()
+    assert rows(t.refresh().scan().to_arrow()) == rows(pa.concat_tables([batch(0, 10), batch(100, 10)]))
+    assert t.check().ok

@@ -46,7 +46,8 @@ class TableModel(RuleBasedStateMachine):
         self.next_id = 0
 
     def new_rows(self, n: int, part: str | None = None) -> list[Row]:
-        out = [(self.next_id + i, part or PARTS[(self.next_id + i) % 3], float(self.next_id + i)) for i in range(n)]
+        ids = range(self.next_id, self.next_id + n)
+        out = [(i, part or PARTS[i % 3], float(i)) for i in ids]
         self.next_id += n
         return out
 

@@ -118,6 +118,13 @@ def test_a_dataframe_reads_the_snapshot_it_was_created_on(spark: Any, catalog: l
     assert read(spark, catalog, "artemis.downlinks", as_of=millis).count() == 100
 
 
+def test_an_empty_table_reads_as_no_rows(spark: Any, catalog: lakefmt.Catalog) -> None:
+    """SPARK-2: a table without a snapshot has a schema and no rows."""
+    catalog.create_table("artemis.empty", schema=DOWNLINKS_SCHEMA)
+    df = read(spark, catalog, "artemis.empty")
+    assert df.columns == DOWNLINKS_SCHEMA.names and df.filter("mission_id = 1").count() == 0
+
+
 def test_projection_by_option_or_schema_and_older_files_without_new_columns(
         spark: Any, catalog: lakefmt.Catalog) -> None:
     """SPARK-6, READ-6: ``columns`` and a user schema narrow the read; columns added later read as nulls."""
