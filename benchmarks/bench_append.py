@@ -35,15 +35,19 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from core_common import (  # noqa: E402
-    commit_path_breakdown, environment, markdown_table, median, ms, write_results,
+import pyarrow as pa
+from core_common import (
+    commit_path_breakdown,
+    environment,
+    markdown_table,
+    median,
+    ms,
+    write_results,
 )
 
-import pyarrow as pa  # noqa: E402
-
-import lakefmt  # noqa: E402
-from lakefmt.commit import FileChange, SnapshotProducer  # noqa: E402  (bulk history build only)
-from lakefmt.updates import apply_updates  # noqa: E402
+import lakefmt
+from lakefmt.commit import FileChange, SnapshotProducer
+from lakefmt.updates import apply_updates
 
 SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("value", pa.float64()),
                     ("tag", pa.string())])
@@ -196,7 +200,7 @@ def report(lake: list[dict[str, Any]], delta: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    levels = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    levels = lambda s: [int(x) for x in s.split(",") if x]
     parser.add_argument("--levels", type=levels, default=[10, 1000, 10000])
     parser.add_argument("--delta-levels", type=levels, default=[10, 1000])
     parser.add_argument("--samples", type=int, default=20)

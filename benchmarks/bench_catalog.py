@@ -34,11 +34,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from core_common import commit_path_breakdown, environment, markdown_table, write_results  # noqa: E402
+import pyarrow as pa
+from core_common import commit_path_breakdown, environment, markdown_table, write_results
 
-import pyarrow as pa  # noqa: E402
-
-import lakefmt  # noqa: E402
+import lakefmt
 
 SCHEMA = pa.schema([("proc", pa.int32()), ("i", pa.int32()), ("value", pa.float64())])
 TABLE = "bench.commits"

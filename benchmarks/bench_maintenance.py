@@ -237,17 +237,25 @@ def main() -> None:
     if args.phase:
         print(json.dumps(run_phase(args.dir, args.phase, args.cutoff_ms, args.trace)))
         return
+    from core_common import environment, write_results  # next to this file
+
     folder = args.dir or tempfile.mkdtemp(prefix="lakefmt-bench-maint-")
+    payload: dict[str, object] = {"environment": environment(), "snapshots": args.snapshots, "files": args.files}
     try:
         info = build(folder, args.snapshots, args.files, args.block)
-        print(json.dumps({"snapshots": args.snapshots, "files": args.files, "build": {
-            k: round(v, 1) if isinstance(v, float) else v for k, v in info.items() if k != "cutoff_ms"}}))
+        payload["build"] = {k: round(v, 1) if isinstance(v, float) else v for k, v in info.items()
+                            if k != "cutoff_ms"}
+        print(json.dumps({"snapshots": args.snapshots, "files": args.files, "build": payload["build"]}))
+        phases = []
         for phase in PHASES:
             result = child(folder, phase, info["cutoff_ms"], trace=False)
             if phase != "expire":  # expire deletes: a second run would find nothing left to do
                 result["python_heap_peak_mb"] = child(folder, phase, info["cutoff_ms"], trace=True)[
                     "python_heap_peak_mb"]
-            print(json.dumps({"phase": phase, **result}), flush=True)
+            phases.append({"phase": phase, **result})
+            print(json.dumps(phases[-1]), flush=True)
+        payload["phases"] = phases
+        print(f"results: {write_results(f'maintenance-{args.snapshots}x{args.files}', payload)}")
     finally:
         if not args.dir:
             shutil.rmtree(folder, ignore_errors=True)

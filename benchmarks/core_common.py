@@ -35,7 +35,7 @@ def environment() -> dict[str, Any]:
 
     try:
         commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, timeout=10).stdout.strip()
+                                text=True, timeout=10, check=False).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
     try:
@@ -136,10 +136,7 @@ class Breakdown:
 
 def commit_path_breakdown() -> Breakdown:
     """Wrap the parts of an append commit whose cost could grow with the table's history."""
-    import lakefmt.catalog as catalog
-    import lakefmt.commit as commit
-    import lakefmt.metadata as metadata
-    import lakefmt.table as table
+    from lakefmt import catalog, commit, metadata, table
 
     b = Breakdown()
     b.wrap(table.Table, "write_data_files", "data files")

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, replace
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -36,8 +36,20 @@ import pyarrow.compute as pc
 from lakefmt.conversions import from_bytes
 from lakefmt.errors import FilterError, ValidationError
 from lakefmt.expressions import (
-    ALWAYS_FALSE, ALWAYS_TRUE, NEGATED_OP, AlwaysFalse, AlwaysTrue, And, BoundPredicate, Expression,
-    Not, Or, Predicate, and_, bind, or_,
+    ALWAYS_FALSE,
+    ALWAYS_TRUE,
+    NEGATED_OP,
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BoundPredicate,
+    Expression,
+    Not,
+    Or,
+    Predicate,
+    and_,
+    bind,
+    or_,
 )
 from lakefmt.manifest import DataFile, ManifestFile
 from lakefmt.partitioning import PartitionField, PartitionSpec

@@ -8,6 +8,7 @@ commit, every row exactly once, and a spec-only reader finding the same rows.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import queue
 from collections import Counter
@@ -19,7 +20,7 @@ import pytest
 
 import lakefmt
 from tests.conftest import DOWNLINKS_SCHEMA, downlinks, rows
-from tests.mp_workers import ROWS_PER_APPEND, TAGGED_SCHEMA, append_many, run_operation, tagged_rows, to_ipc
+from tests.mp_workers import ROWS_PER_APPEND, TAGGED_SCHEMA, append_many, run_operation, to_ipc
 from tests.test_spec_reader import spec_only_read
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(600)]
@@ -73,7 +74,7 @@ def test_four_processes_fifty_appends_each(tmp_path: Path):
     by_sequence = sorted(snaps, key=lambda s: s.sequence_number)
     assert [s.sequence_number for s in by_sequence] == list(range(1, total + 1))
     assert by_sequence[0].parent_snapshot_id is None
-    for prev, snap in zip(by_sequence, by_sequence[1:]):
+    for prev, snap in itertools.pairwise(by_sequence):
         assert snap.parent_snapshot_id == prev.snapshot_id
     assert t.current_snapshot().snapshot_id == by_sequence[-1].snapshot_id
     assert [s.snapshot_id for s in t.metadata.ancestors(t.metadata.current_snapshot_id)] == [
@@ -92,7 +93,7 @@ def test_four_processes_fifty_appends_each(tmp_path: Path):
     assert versions == list(range(versions[0], versions[0] + total + 1))
     chain = sorted(log, key=lambda r: r.version)
     assert chain[0].new_metadata_location == created.metadata_location
-    for prev, rec in zip(chain, chain[1:]):  # each swap moved the pointer from the previous location
+    for prev, rec in itertools.pairwise(chain):  # each swap moved the pointer from the previous location
         assert rec.old_metadata_location == prev.new_metadata_location
     assert chain[-1].new_metadata_location == t.metadata_location
 
@@ -119,7 +120,7 @@ def _downlinks_table(catalog: lakefmt.Catalog) -> tuple[lakefmt.Table, pa.Table]
 def test_overwrite_conflicts_with_a_concurrent_append_it_would_touch(tmp_path: Path):
     warehouse = str(tmp_path / "wh")
     catalog = lakefmt.Catalog(warehouse)
-    t, base = _downlinks_table(catalog)
+    _, base = _downlinks_table(catalog)
     stale = catalog.load_table("race.downlinks")  # the overwrite is planned on this snapshot
 
     # Another process appends rows of mission 2 after the overwrite was planned...
@@ -149,7 +150,7 @@ def test_overwrite_conflicts_with_a_concurrent_append_it_would_touch(tmp_path: P
 def test_overwrite_elsewhere_does_not_conflict_with_an_append(tmp_path: Path):
     warehouse = str(tmp_path / "wh")
     catalog = lakefmt.Catalog(warehouse)
-    t, base = _downlinks_table(catalog)
+    _, base = _downlinks_table(catalog)
     stale = catalog.load_table("race.downlinks")
     added = downlinks(300, seed=7, missions=3).filter(pc.field("mission_id") == 1)
     run_processes(run_operation, [(warehouse, "race.downlinks", "append", to_ipc(added))])
@@ -162,7 +163,7 @@ def test_overwrite_elsewhere_does_not_conflict_with_an_append(tmp_path: Path):
 def test_delete_conflicts_when_a_file_it_removes_was_removed_concurrently(tmp_path: Path):
     warehouse = str(tmp_path / "wh")
     catalog = lakefmt.Catalog(warehouse)
-    t, base = _downlinks_table(catalog)
+    _, base = _downlinks_table(catalog)
     stale = catalog.load_table("race.downlinks")
     run_processes(run_operation, [(warehouse, "race.downlinks", "delete", "mission_id = 0")])
     with pytest.raises(lakefmt.CommitConflictError):
@@ -177,7 +178,7 @@ def test_append_and_delete_on_different_partitions_both_succeed(tmp_path: Path, 
     """Started together from a barrier, in either order both commits succeed (COMMIT-10)."""
     warehouse = str(tmp_path / "wh")
     catalog = lakefmt.Catalog(warehouse)
-    t, base = _downlinks_table(catalog)
+    _, base = _downlinks_table(catalog)
     added = downlinks(400, seed=11 + round_, missions=3).filter(pc.field("mission_id") == 1)
     reports = run_processes(run_operation, [
         (warehouse, "race.downlinks", "delete", "mission_id = 0"),
@@ -187,7 +188,7 @@ def test_append_and_delete_on_different_partitions_both_succeed(tmp_path: Path, 
     now = catalog.load_table("race.downlinks")
     assert sorted(s.operation for s in now.snapshots()) == ["append", "append", "delete"]
     by_sequence = sorted(now.snapshots(), key=lambda s: s.sequence_number)
-    for prev, snap in zip(by_sequence, by_sequence[1:]):
+    for prev, snap in itertools.pairwise(by_sequence):
         assert snap.parent_snapshot_id == prev.snapshot_id
     expected = pa.concat_tables([base.filter(pc.field("mission_id") != 0), added])
     assert rows(now.scan().to_arrow()) == rows(expected)

@@ -13,7 +13,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_readme_opens_with_the_two_commands():
-    block = re.search(r"```bash\n(.*?)```", README.read_text(), re.S)
+    block = re.search(r"```bash\n(.*?)```", README.read_text(), re.DOTALL)
     assert block is not None
     commands = [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
     assert commands == ["pip install -e . && lakefmt demo", "pip install -e '.[dev]' && python -m pytest"]
@@ -21,7 +21,7 @@ def test_readme_opens_with_the_two_commands():
 
 def test_readme_python_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # Catalog("warehouse") is relative to the working directory
-    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)[0]
+    code = re.findall(r"```python\n(.*?)```", README.read_text(), re.DOTALL)[0]
     names = {"arrow_table": downlinks(3000),
              "new_rows_of_mission_2": downlinks(100, seed=4).filter(pc.field("mission_id") == 2)}
     exec(compile(code, str(README), "exec"), names)  # noqa: S102 - our own README

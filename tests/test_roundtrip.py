@@ -15,8 +15,8 @@ import datetime as dt
 import decimal
 import functools
 import itertools
-import operator
 import math
+import operator
 import os
 import zoneinfo
 from pathlib import Path

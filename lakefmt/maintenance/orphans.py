@@ -183,8 +183,6 @@ def delete_files(io: FileIO, location: str, paths: list[str]) -> tuple[str, ...]
 
     if not paths:
         return ()
-    if io.scheme == "file":  # a local unlink takes microseconds: threads would only add contention
-        return tuple(sorted(p for p in map(delete, paths) if p is not None))
     failed: list[str] = []
     with ThreadPoolExecutor(max_workers=min(DELETE_THREADS, len(paths))) as pool:
         for start in range(0, len(paths), 1024):  # bounded: not one future per file at once

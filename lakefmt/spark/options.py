@@ -19,6 +19,7 @@ option                 meaning
 ``filter``             a lakefmt filter (spec/expressions.md) applied while planning and reading
 ``split-size``         bytes of data files per input partition (default 128 MiB)
 ``open-cost``          bytes a file counts for when packing partitions (default 4 MiB)
+``min-partitions``     split small scans into at least this many partitions (default: the driver's cores)
 ``writer-id``          streaming: the stable id of the writer (default: the streaming query id)
 ``lease-seconds``      lifetime of a job's write-intent lease (default ``write.lease-seconds``)
 ``buffer-size``        bytes a write task buffers before sorting and writing files (default 256 MiB)

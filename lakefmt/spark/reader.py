@@ -48,6 +48,7 @@ class ScanSpec:
     filter: Expression = ALWAYS_TRUE  # the ``filter`` option
     split_size: int = DEFAULT_SPLIT_SIZE
     open_cost: int = DEFAULT_OPEN_COST
+    min_partitions: int = 1
 
     def schema(self) -> Schema:
         return Schema.from_json(json.loads(self.schema_json))
@@ -90,7 +91,8 @@ class LakefmtReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         files = self.plan_files()
-        return [FilesPartition(b) for b in pack(files, self.scan.split_size, self.scan.open_cost)]
+        split = split_size(files, self.scan.split_size, self.scan.open_cost, self.scan.min_partitions)
+        return [FilesPartition(b) for b in pack(files, split, self.scan.open_cost)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Runs on an executor: read each file, filter exactly, cast to Spark's Arrow schema (SPARK-6)."""
@@ -108,6 +110,16 @@ class LakefmtReader(DataSourceReader):
         for table in read_ahead(read_one, partition.files, READ_AHEAD):
             if table.num_rows:
                 yield from to_spark_arrow(table, target).to_batches(max_chunksize=BATCH_ROWS)
+
+
+def split_size(files: Sequence[tuple[str, int]], largest: int, open_cost: int, min_partitions: int) -> int:
+    """Bytes per input partition: at most ``largest``, but small enough for ``min_partitions`` (SPARK-4).
+
+    Spark's own formula for its file sources: ``min(largest, max(open_cost, total / min_partitions))``,
+    where every file counts its size plus ``open_cost``.
+    """
+    total = sum(size + open_cost for _, size in files)
+    return max(1, min(largest, max(open_cost, total // max(1, min_partitions))))
 
 
 def pack(files: Sequence[tuple[str, int]], split_size: int, open_cost: int) -> list[list[tuple[str, int]]]:

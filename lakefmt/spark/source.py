@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamWriter, DataSourceWriter
@@ -72,7 +73,8 @@ class LakefmtDataSource(DataSource):
                 snapshot_id=None if scan.snapshot is None else scan.snapshot.snapshot_id,
                 schema_json=json.dumps(scan.schema.to_json()), filter=row_filter,
                 split_size=max(1, int_option(self.options, "split-size", DEFAULT_SPLIT_SIZE)),
-                open_cost=int_option(self.options, "open-cost", DEFAULT_OPEN_COST))
+                open_cost=int_option(self.options, "open-cost", DEFAULT_OPEN_COST),
+                min_partitions=int_option(self.options, "min-partitions", os.cpu_count() or 1))
         return self._scan
 
     # -- writing ---------------------------------------------------------------------

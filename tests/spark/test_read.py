@@ -10,7 +10,8 @@ import pyarrow.compute as pc
 import pytest
 
 import lakefmt
-from lakefmt.spark.reader import pack
+from lakefmt.spark.commit import JOB_ID
+from lakefmt.spark.reader import pack, split_size
 from lakefmt.spark.source import LakefmtDataSource
 from tests.compaction.conftest import ALL_TYPES, all_types_rows
 from tests.conftest import DOWNLINKS_SCHEMA, downlinks
@@ -145,18 +146,22 @@ def test_small_files_share_input_partitions(spark: Any, catalog: lakefmt.Catalog
     t = catalog.create_table("artemis.tiny", schema=DOWNLINKS_SCHEMA)
     for i in range(30):
         t.append(downlinks(20, seed=i))
-    df = read(spark, catalog, "artemis.tiny")
     assert len(t.plan_files()) == 30
-    assert df.rdd.getNumPartitions() == 1 and df.count() == 600
+    assert read(spark, catalog, "artemis.tiny", min_partitions="1").rdd.getNumPartitions() == 1
+    df = read(spark, catalog, "artemis.tiny", min_partitions="3")  # ~10 files of ~4 MiB (the open cost) each
+    assert 3 <= df.rdd.getNumPartitions() <= 4 and df.count() == 600
     assert pack([("a", 100), ("b", 60), ("c", 50), ("d", 10)], split_size=120, open_cost=0) == [
         [("a", 100)], [("b", 60), ("c", 50), ("d", 10)]]
+    assert split_size([("a", 100), ("b", 60)], largest=1000, open_cost=10, min_partitions=2) == 90
 
 
 def test_sql_temporary_view(spark: Any, catalog: lakefmt.Catalog) -> None:
-    """docs/spark.md: ``CREATE TEMPORARY VIEW ... USING lakefmt OPTIONS (...)``."""
-    downlinks_table(catalog, days=1, rows=100)
+    """docs/spark.md: ``CREATE TEMPORARY VIEW ... USING lakefmt OPTIONS (...)``, read and ``INSERT INTO``."""
+    t = downlinks_table(catalog, days=1, rows=100)
     spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW downlinks USING lakefmt "
               f"OPTIONS (catalog '{catalog.warehouse}', path 'artemis.downlinks')")
     total = spark.sql("SELECT count(*) AS n FROM downlinks").collect()[0].n
     ones = spark.sql("SELECT count(*) AS n FROM downlinks WHERE mission_id = 1").collect()[0].n
     assert total == 100 and 0 < ones < 100
+    spark.sql("INSERT INTO downlinks SELECT * FROM downlinks WHERE mission_id = 1")
+    assert t.refresh().scan().count() == 100 + ones and JOB_ID in t.current_snapshot().summary  # type: ignore[union-attr]
