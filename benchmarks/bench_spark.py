@@ -35,6 +35,7 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -144,6 +145,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     cases["read full"] = {"lakefmt": median_seconds(lambda: noop(lake()), args.runs),
                           "native": median_seconds(lambda: noop(native()), args.runs)}
     assert lake().filter(selective).count() == native().filter(selective).count()
+    selective_files = len(t.plan_files("ts >= '2026-01-05T00:00:00Z' AND ts < '2026-01-06T00:00:00Z' AND payload_id = 3"))
     cases["read selective"] = {"lakefmt": median_seconds(lambda: noop(lake().filter(selective)), args.runs),
                                "native": median_seconds(lambda: noop(native().filter(selective)), args.runs)}
 
@@ -177,15 +179,26 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     cases["compaction"] = {"spark": statistics.median(timings["spark"]), "local": statistics.median(timings["local"])}
     spark.stop()
     return {"rows": args.rows, "days": args.days, "files": len(files), "data_bytes": data_bytes,
+            "selective_files_planned": selective_files, "load_average_after": os.getloadavg(),
+            "git_commit": git_commit(),
             "small_files": args.small_files * 3, "runs": args.runs, "cores": args.cores, "build_s": build_s,
             "pyspark": __import__("pyspark").__version__, "pyarrow": pa.__version__,
             "python": platform.python_version(), "machine": platform.machine(), "cases": cases,
             "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
 
 
+def git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def markdown(results: dict[str, Any]) -> str:
     header = (f"{results['rows']:,} rows in {results['files']} files ({results['data_bytes'] / 2**20:.0f} MiB), "
-              f"{results['cores']} cores, medians of {results['runs']} runs, pyspark {results['pyspark']}")
+              f"{results['cores']} cores, medians of {results['runs']} runs, pyspark {results['pyspark']}; "
+              f"the selective read plans {results['selective_files_planned']} of {results['files']} files")
     lines = [header, "", "| case | lakefmt on Spark | reference | ratio |", "|---|---:|---:|---:|"]
     for name, case in results["cases"].items():
         ours, ref = (case["spark"], case["local"]) if name == "compaction" else (case["lakefmt"], case["native"])

@@ -67,7 +67,7 @@ def number_property(props: Mapping[str, str], prop: Property, override: float | 
 
 def int_property(props: Mapping[str, str], prop: Property, override: int | None = None) -> int:
     value = number_property(props, prop, override)
-    if value != int(value):
+    if value in (float("inf"), float("-inf")) or value != int(value):
         raise ValidationError(f"property {prop.name} must be an integer, got {value!r}")
     return int(value)
 
@@ -76,5 +76,7 @@ def validate_properties(props: Mapping[str, str], known: tuple[Property, ...] = 
     """Check every known property that is set; unknown names are allowed (META-12)."""
     for prop in known:
         if prop.name in props:
-            if isinstance(prop.default, (int, float)):
+            if isinstance(prop.default, int) and not isinstance(prop.default, bool):
+                int_property(props, prop)  # "1.5" is refused here, not at the first write
+            elif isinstance(prop.default, float):
                 number_property(props, prop)

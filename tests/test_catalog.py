@@ -1,4 +1,4 @@
-"""The DuckDB catalog and the errors of bad input (spec/catalog.md CAT-*, spec/commits.md WRITE-3).
+"""The DuckDB catalog and the errors of bad input (spec/catalog.md CAT-*, WRITE-3, EXPR-3, EXPR-4).
 
 Every refusal here is checked twice: the right error type, and nothing written
 (no new file under the warehouse, no new catalog row, no new snapshot).
@@ -38,7 +38,7 @@ def warehouse_state(catalog: lakefmt.Catalog) -> tuple:
     return (files, catalog.list_tables(), catalog.list_namespaces(), len(catalog.commit_log()))
 
 
-# -- namespaces (CAT-12) ------------------------------------------------------------------------------
+# -- namespaces (CAT-13) ------------------------------------------------------------------------------
 
 def test_namespaces_create_list_drop(catalog):
     catalog.create_namespace("artemis", {"owner": "flight-ops"})
@@ -72,7 +72,7 @@ def test_create_load_list_rename_drop(catalog):
     assert loaded.metadata.table_uuid == t.metadata.table_uuid
     assert loaded.scan().count() == 200
 
-    catalog.rename_table("artemis.downlinks", "gateway.downlinks")  # files stay where they are (CAT-10)
+    catalog.rename_table("artemis.downlinks", "gateway.downlinks")  # files stay where they are (CAT-7)
     assert catalog.list_tables() == ["artemis.other", "gateway.downlinks"]
     moved = catalog.load_table("gateway.downlinks")
     assert moved.location == t.location and moved.scan().count() == 200
@@ -84,7 +84,7 @@ def test_create_load_list_rename_drop(catalog):
         catalog.rename_table("gateway.downlinks", "artemis.other")
 
     other = catalog.load_table("artemis.other")
-    catalog.drop_table("artemis.other")  # without purge: files are kept (CAT-11)
+    catalog.drop_table("artemis.other")  # without purge: files are kept (CAT-8)
     assert any(True for _ in catalog.io.list_files(other.location))
     catalog.drop_table("gateway.downlinks", purge=True)
     assert list(catalog.io.list_files(t.location)) == []
@@ -131,7 +131,7 @@ def test_longest_valid_name_is_accepted(local_catalog):
     assert local_catalog.list_tables() == [f"{name}.{name}"]
 
 
-# -- compare-and-swap (CAT-7, CAT-8) --------------------------------------------------------------------
+# -- compare-and-swap (CAT-4, CAT-5) --------------------------------------------------------------------
 
 def _commit_rows(catalog: lakefmt.Catalog) -> list[tuple]:
     with catalog.session() as s:
@@ -245,7 +245,7 @@ def test_missing_manifest_list_and_data_file_fail_cleanly(local_catalog):
 
 # -- bad properties (META-12) ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value", ["0", "-1", "abc", "", "nan"])
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "", "nan", "1.5", "inf"])
 def test_bad_target_file_size_is_refused(local_catalog, value):
     t = local_catalog.create_table("ns.t", schema=SIMPLE)
     before = warehouse_state(local_catalog)

@@ -237,3 +237,24 @@ def test_float_edge_literals(tmp_path: Path, value):
         want = data.filter(arrow_predicate("x", op, literal, pa.float64()))
         got = t.scan(filter=lakefmt_predicate("x", op, literal)).to_arrow()
         assert row_set(got) == row_set(want), op
+
+
+def test_metadata_json_round_trip(tmp_path: Path):
+    """The metadata file is exactly ``json.dumps(to_json())`` and reads back to the same document (META-*)."""
+    import json
+
+    from lakefmt.metadata import TableMetadata
+
+    cat = lakefmt.Catalog(str(tmp_path / "wh"))
+    t = cat.create_table("rt.meta", schema=pa.schema([("id", pa.int64()), ("s", pa.string())]),
+                         partition_by=["bucket(4, id)"], sort_by=["s"],
+                         properties={"note": '"snapshots":[],"snapshot-log":[] \u00e9'})
+    for i in range(5):
+        t.append(pa.table({"id": [i, i + 10], "s": ["\u00e9\"q", None]}))
+    t.delete("id = 3")
+    meta = t.metadata
+    text = Path(t.metadata_location).read_text()
+    assert text == meta.dumps() == json.dumps(meta.to_json(), separators=(",", ":"))
+    again = TableMetadata.loads(text)
+    assert again.dumps() == text
+    assert [s.snapshot_id for s in again.snapshots] == [s.snapshot_id for s in meta.snapshots]

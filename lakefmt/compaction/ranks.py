@@ -108,8 +108,10 @@ def sort_indices(table: pa.Table, keys: Sequence[tuple[str, str, str]]) -> pa.Ar
             return sorting.sort_indices(table, list(keys))
     key = None
     shift = bits
-    for rank, width in ranks:
+    while ranks:
+        rank, width = ranks.pop(0)  # released once packed
         shift -= width
         part = pc.shift_left(rank, pa.scalar(shift, _U64)) if shift else rank
         key = part if key is None else pc.bit_wise_or(key, part)
+        del rank, part
     return pc.sort_indices(key)

@@ -175,12 +175,12 @@ def _contiguous(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     chunks = [[c for t in tables for c in t.column(i).chunks] for i in range(len(schema))]
     tables.clear()
     columns = []
-    for i, field in enumerate(schema):
+    for i, column_field in enumerate(schema):
         parts, chunks[i] = chunks[i], []
         try:
-            columns.append(pa.chunked_array([pa.concat_arrays(parts)] if parts else [], field.type))
+            columns.append(pa.chunked_array([pa.concat_arrays(parts)] if parts else [], column_field.type))
         except pa.ArrowInvalid:  # more than 2 GiB of strings: 32-bit offsets cannot hold them in one array
-            columns.append(pa.chunked_array(parts, field.type))
+            columns.append(pa.chunked_array(parts, column_field.type))
         del parts
     return pa.Table.from_arrays(columns, schema=schema)
 

@@ -102,4 +102,6 @@ def zorder_indices(table: pa.Table, columns: Sequence[str]) -> pa.Array:
     order = sorted(position for c in cols for _, position in c.bits)
     compact = {position: i for i, position in enumerate(order)}  # drop the bits no key ever sets
     cols = [replace(c, bits=tuple((src, compact[position]) for src, position in c.bits)) for c in cols]
-    return pc.sort_indices(_assemble(cols, table.num_rows))
+    key = _assemble(cols, table.num_rows)
+    del cols  # the ranks are not needed while sorting: the group is what memory must hold
+    return pc.sort_indices(key)

@@ -9,6 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakefmt
+
+pytest.importorskip("pyspark", minversion="4.0")  # before importing lakefmt.spark
 from lakefmt.spark.compaction import SparkRewriter
 from tests.compaction.conftest import small_files_table
 from tests.spark.conftest import no_garbage

@@ -10,6 +10,8 @@ import pyarrow.compute as pc
 import pytest
 
 import lakefmt
+
+pytest.importorskip("pyspark", minversion="4.0")  # before importing lakefmt.spark
 from lakefmt.spark.commit import JOB_ID
 from lakefmt.spark.reader import pack, split_size
 from lakefmt.spark.source import LakefmtDataSource

@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakefmt
+
+pytest.importorskip("pyspark", minversion="4.0")  # before importing lakefmt.spark
 from lakefmt.spark.commit import BATCH_ID, WRITER_ID
 from tests.conftest import DOWNLINKS_SCHEMA, downlinks
 from tests.spark.conftest import data_files_on_disk, live_paths, no_garbage, sorted_rows

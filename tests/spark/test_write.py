@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from datetime import timedelta
 from typing import Any
 
@@ -9,6 +10,8 @@ import pyarrow as pa
 import pytest
 
 import lakefmt
+
+pytest.importorskip("pyspark", minversion="4.0")  # before importing lakefmt.spark
 from lakefmt.leases import Leases
 from lakefmt.spark.commit import JOB_ID
 from lakefmt.spark.source import LakefmtDataSource
@@ -108,6 +111,8 @@ def test_abort_after_commit_keeps_the_files(spark: Any, catalog: lakefmt.Catalog
     schema = frame(spark, downlinks(1, seed=0), 1).schema
     committed: Any = source.writer(schema, False)
     message = committed.write(iter(downlinks(30, seed=1).to_batches()))
+    crossed = pickle.loads(pickle.dumps(message))  # what a task sends the driver (SPARK-8)
+    assert [vars(f) for f in crossed.files] == [vars(f) for f in message.files] and message.files
     committed.commit([message])
     committed.commit([message])  # a second commit of the same job adds nothing
     committed.abort([message])
