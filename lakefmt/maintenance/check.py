@@ -33,7 +33,7 @@ from lakefmt.conversions import from_bytes
 from lakefmt.errors import CorruptMetadataError, LakefmtError
 from lakefmt.io import normalize_location
 from lakefmt.maintenance.check_files import Violation, check_data_file
-from lakefmt.maintenance.jsonschema_lite import validate_metadata
+from lakefmt.maintenance.jsonschema_lite import metadata_schema, validate_metadata
 from lakefmt.maintenance.reachability import READ_THREADS, relativize, table_location
 from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
 from lakefmt.manifest_io import read_manifest, read_manifest_list
@@ -43,8 +43,7 @@ if TYPE_CHECKING:
     from lakefmt.table import Table
 
 Level = Literal["metadata", "files", "full"]
-_RELATIVE = re.compile(r"^(?![A-Za-z][A-Za-z0-9+.-]*:)(?!/)(?!.*//)(?!.*/$)(?!(?:.*/)?\.{1,2}(?:/|$))"
-                       r"[^\x00-\x1f]+$")  # LAYOUT-2, as in the JSON Schema's relativePath
+_RELATIVE = re.compile(metadata_schema()["$defs"]["relativePath"]["pattern"])  # LAYOUT-2, as in the schema
 _METADATA_NAME = re.compile(r"^metadata/v\d{6,}-[^/]+\.metadata\.json$")
 
 
