@@ -488,6 +488,19 @@ def bench_memory(root: str, shape: tuple[int, int, int], args: argparse.Namespac
     return {"data": info, "results": results}
 
 
+def same_runs(ds: dict[str, Any], case: str, runs: int) -> dict[str, float] | None:
+    """Medians of ``case`` over its first ``runs`` runs: the runs made alongside a case run ``runs`` times.
+
+    Cases are interleaved run by run, so a case run once is compared with the
+    reference's first run, made minutes apart on the same machine, not with a median
+    that includes runs made under other load.
+    """
+    rs = ds["runs"].get(case, [])[:runs]
+    if not rs:
+        return None
+    return {k: statistics.median(r[k] for r in rs) for k in ("seconds", "cpu_seconds", "output_bytes")}
+
+
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "n/a"
 
@@ -507,8 +520,8 @@ def markdown(results: dict[str, Any]) -> str:
             if case not in med:
                 continue
             m = med[case]
-            delta = med.get(DELTA_OF.get(case, case))
-            ref = med.get("pyarrow-rewrite")
+            delta = same_runs(ds, DELTA_OF.get(case, case), m["runs"])
+            ref = same_runs(ds, "pyarrow-rewrite", m["runs"])
             lines.append(
                 f"| {case} | {m['runs']} | {m['seconds']:.2f} | {m['cpu_seconds']:.2f} | "
                 f"{ratio(m['seconds'], delta['seconds']) if delta else ''} | "
@@ -561,11 +574,15 @@ def main() -> None:
     parser.add_argument("--dir", help="work folder (default: a fresh temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--json", help="write the results here instead of benchmarks/results/")
+    parser.add_argument("--report", metavar="JSON", help="print the tables of an earlier results file and exit")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         with open(args.worker) as f:
             print(json.dumps(worker(json.load(f))))
+        return
+    if args.report:
+        print(markdown(json.loads(Path(args.report).read_text())))
         return
     runs = args.runs or (1 if args.quick else 3)
     args.target_mib = args.target_mib or (4 if args.quick else 16)
@@ -589,7 +606,9 @@ def main() -> None:
         "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "pyarrow": pa.__version__,
                     "deltalake": deltalake.__version__, "duckdb": duckdb.__version__,
-                    "platform": platform.platform(), "loadavg_at_start": os.getloadavg()},
+                    "platform": platform.platform(), "loadavg_at_start": os.getloadavg(),
+                    "git": subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
+                                          capture_output=True, text=True, check=False).stdout.strip()},
         "query": query_filter()[0], "datasets": {}}
     try:
         for name in ("1k", "4k"):

@@ -25,9 +25,9 @@ read back and must hold exactly the input rows: same count, same order-independe
 checksum (COMPACT-17); otherwise they are deleted and
 :class:`~lakefmt.errors.ChecksumMismatchError` is raised.
 
-Cost, measured on 1 GB of Artemis-like rows (benchmarks/README.md, *Compaction*): for
-bin-pack, reading the inputs and writing the outputs take about two thirds of the CPU,
-verification (hashing the inputs, decoding and hashing the outputs) the rest.
+Cost of a bin-pack rewrite, profiled on ~100 MB groups of Artemis-like rows
+(benchmarks/README.md, *Compaction*): writing ~45 % of the CPU, reading the inputs ~30 %,
+verification (hashing the inputs, decoding and hashing the outputs) ~25 %.
 """
 
 from __future__ import annotations

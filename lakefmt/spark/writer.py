@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
-import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +36,7 @@ from lakefmt.properties import (
     int_property,
 )
 from lakefmt.schema import Schema
-from lakefmt.sorting import UNSORTED, SortOrder
+from lakefmt.sorting import SortOrder
 from lakefmt.spark.commit import (
     JOB_ID,
     AlreadyCommittedError,
@@ -52,7 +50,7 @@ from lakefmt.spark.commit import (
 )
 from lakefmt.spark.options import DEFAULT_BUFFER_SIZE, TableRef, int_option, test_hooks
 from lakefmt.spark.types import check_writable, from_spark_arrow
-from lakefmt.write import RollingFileWriter, WriteOptions, conform, split_by_partition, write_data_files
+from lakefmt.write import WriteOptions, conform, write_data_files
 
 if TYPE_CHECKING:
     from lakefmt.table import Table
@@ -133,90 +131,29 @@ def write_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> LakefmtCommi
     buffer: list[pa.RecordBatch] = []
     buffered = 0
 
-    streaming = _StreamingWriter(io, job.location, schema, spec, job.options) if order.is_unsorted else None
-    limit = STREAM_CHUNK_BYTES if streaming else job.buffer_size
-
     def flush() -> None:
         nonlocal buffer, buffered
         if buffer:
             table = conform(from_spark_arrow(pa.Table.from_batches(buffer), schema), schema)
             buffer, buffered = [], 0
-            if streaming is not None:
-                streaming.put(table)
-            else:
-                written.extend(write_data_files(io, job.location, table, schema, spec, order, job.options))
+            written.extend(write_data_files(io, job.location, table, schema, spec, order, job.options))
 
     try:
         for batch in batches:
             if batch.num_rows:
                 buffer.append(batch)
                 buffered += batch.nbytes
-                if buffered >= limit:
+                if buffered >= job.buffer_size:
                     flush()
         flush()
-        if streaming is not None:
-            written.extend(streaming.close())
         _test_failure(job.hooks, context)
     except BaseException:
-        if streaming is not None:
-            streaming.abort()
         io.delete_many([f"{job.location}/{f.path}" for f in written])
         raise
     return LakefmtCommitMessage(
         job_id=job.job_id, token=job.token, files=tuple(written),
         partition_id=context.partitionId() if context else 0, attempt=context.attemptNumber() if context else 0,
         query_id=context.getLocalProperty("sql.streaming.queryId") if context else None)
-
-
-STREAM_CHUNK_BYTES = 32 * 1024 * 1024
-
-
-class _StreamingWriter:
-    """Unsorted tables: chunks go to one rolling writer per partition, written by a background thread.
-
-    Parquet encoding then overlaps with receiving the next rows from Spark.
-    """
-
-    def __init__(self, io: Any, location: str, schema: Schema, spec: PartitionSpec, options: WriteOptions) -> None:
-        self.io, self.location, self.schema, self.spec, self.options = io, location, schema, spec, options
-        self.writers: dict[tuple[Any, ...], RollingFileWriter] = {}
-        self.error: BaseException | None = None
-        self._queue: queue.Queue[pa.Table | None] = queue.Queue(maxsize=2)
-        self._thread = threading.Thread(target=self._run, name="lakefmt-task-writer", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while (table := self._queue.get()) is not None:
-            if self.error is not None:
-                continue
-            try:
-                for values, rows in split_by_partition(table, self.schema, self.spec, UNSORTED):
-                    if values not in self.writers:
-                        self.writers[values] = RollingFileWriter(self.io, self.location, self.schema, self.spec,
-                                                                 values, self.options)
-                    self.writers[values].write(rows)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the task's thread
-                self.error = exc
-
-    def put(self, table: pa.Table) -> None:
-        if self.error is not None:
-            raise self.error
-        self._queue.put(table)
-
-    def close(self) -> list[DataFile]:
-        self._queue.put(None)
-        self._thread.join()
-        if self.error is not None:
-            raise self.error
-        return [f for w in self.writers.values() for f in w.close()]
-
-    def abort(self) -> None:
-        if self._thread.is_alive():
-            self.error = self.error or RuntimeError("aborted")
-            self._queue.put(None)
-            self._thread.join()
-        for w in self.writers.values():
-            w.abort()
 
 
 def _test_failure(hooks: dict[str, str], context: Any) -> None:
