@@ -110,8 +110,13 @@ def conform(data: Any, schema: Schema) -> pa.Table:
 
 
 def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, spec: PartitionSpec,
-                     sort_order: SortOrder, options: WriteOptions) -> list[DataFile]:
-    """Write conformed ``data`` as data files under ``location``; return their descriptions."""
+                     sort_order: SortOrder, options: WriteOptions, *,
+                     use_dictionary: bool | list[str] = True) -> list[DataFile]:
+    """Write conformed ``data`` as data files under ``location``; return their descriptions.
+
+    ``use_dictionary`` is :class:`RollingFileWriter`'s (every column, or the columns to
+    dictionary-encode); it changes only the encoding.
+    """
     if data.num_rows == 0:
         return []
     slices = list(split_by_partition(data, schema, spec, sort_order))
@@ -122,7 +127,7 @@ def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, 
         index, values, part = job
         prefix = spec.partition_path(values, schema) if not spec.is_unpartitioned else ""
         return _write_partition(io, location, part, values, prefix, f"{stem}-{index:05d}",
-                                schema, spec, sort_order, options)
+                                schema, spec, sort_order, options, use_dictionary)
 
     if len(jobs) == 1:
         return run(jobs[0])
@@ -173,10 +178,10 @@ def _run_starts(table: pa.Table, names: list[str]) -> list[int]:
 
 def _write_partition(io: FileIO, location: str, rows: pa.Table, values: tuple[Any, ...], prefix: str,
                      stem: str, schema: Schema, spec: PartitionSpec, sort_order: SortOrder,
-                     options: WriteOptions) -> list[DataFile]:
+                     options: WriteOptions, use_dictionary: bool | list[str] = True) -> list[DataFile]:
     writer = RollingFileWriter(io, location, schema, spec, values, options,
                                sort_order_id=None if sort_order.is_unsorted else sort_order.order_id,
-                               prefix=prefix, stem=stem)
+                               prefix=prefix, stem=stem, use_dictionary=use_dictionary)
     writer.write(rows)
     return writer.close()
 

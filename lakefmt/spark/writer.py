@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from lakefmt.compaction.encoding import SAMPLE_ROWS, dictionary_columns
 from lakefmt.errors import ValidationError
 from lakefmt.leases import Leases
 from lakefmt.manifest import DataFile
@@ -116,7 +117,8 @@ def write_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> LakefmtCommi
 
     Rows are buffered up to ``job.buffer_size`` bytes, then conformed to the table
     schema (WRITE-3), split by partition (WRITE-4), sorted by the table's sort order and
-    written in files that roll at the target size (WRITE-5). If the task fails, the
+    written in files that roll at the target size (WRITE-5), with dictionary encoding only
+    for the columns where it pays (as compaction outputs, :mod:`lakefmt.compaction.encoding`). If the task fails, the
     files it wrote are deleted (best effort); a killed task's files carry the job's
     leased token and are left to orphan removal (CAT-10, MAINT-8).
     """
@@ -136,7 +138,9 @@ def write_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> LakefmtCommi
         if buffer:
             table = conform(from_spark_arrow(pa.Table.from_batches(buffer), schema), schema)
             buffer, buffered = [], 0
-            written.extend(write_data_files(io, job.location, table, schema, spec, order, job.options))
+            encoded = dictionary_columns(table.slice(0, SAMPLE_ROWS))  # no dictionary for near-unique columns
+            written.extend(write_data_files(io, job.location, table, schema, spec, order, job.options,
+                                            use_dictionary=encoded))
 
     try:
         for batch in batches:
