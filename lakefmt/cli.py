@@ -357,6 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_external(sub, "lakefmt.compaction.cli", "add_compact_parser", "run_compact")
     _add_external(sub, "lakefmt.demo", "add_demo_parser", "run_demo")
     _add_external(sub, "lakefmt.maintenance.cli", "add_maintenance_parsers", "run_maintenance")
+    _add_external(sub, "lakefmt.service.cli", "add_serve_parser", "run_serve")
+    _add_external(sub, "lakefmt.report", "add_report_parser", "run_report")
     return parser
 
 

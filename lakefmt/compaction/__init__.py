@@ -112,7 +112,7 @@ class Compaction:
             respect_windows: bool = False, should_pause: Callable[[], float] | None = None,
             progress: Progress | None = None, hook: Callable[[str, dict[str, Any]], None] | None = None,
             use_leases: bool = True, owner: str | None = None, engine: str | Rewriter = "local", spark: Any = None,
-            **options: Any) -> CompactionResult:
+            should_stop: Callable[[], bool] | None = None, **options: Any) -> CompactionResult:
         """Plan and compact: each group is rewritten, verified and committed on its own (COMPACT-18).
 
         Args:
@@ -126,6 +126,8 @@ class Compaction:
             hook: test seam, called as ``hook(point, info)`` at ``"outputs-written"`` and
                 ``"before-commit"``.
             use_leases: take a per-partition lease in the catalog (COMPACT-22).
+            should_stop: asked before each partition starts; once True, no further partition
+                starts and running groups finish and commit (COMPACT-31). A service's shutdown.
             engine: where groups are rewritten: ``"local"`` (threads of this process), ``"spark"``
                 (one Spark task per group, on ``spark`` or the active session; spec/spark.md), or
                 a callable ``RewriteTask -> RewriteResult``. Planning and commits stay here.
@@ -140,7 +142,8 @@ class Compaction:
             plan = plan_table(self.table, opts, strategy=strategy, sort_by=sort_by, columns=columns,
                               filter=filter)
         return run_plan(self.table, plan, respect_windows=respect_windows, should_pause=should_pause,
-                        progress=progress, hook=hook, use_leases=use_leases, owner=owner, rewriter=rewriter)
+                        progress=progress, hook=hook, use_leases=use_leases, owner=owner, rewriter=rewriter,
+                        should_stop=should_stop)
 
     def rewrite_manifests(self, *, target_size: int | None = None,
                           probe_filter: str | Expression | None = None) -> ManifestRewriteResult:

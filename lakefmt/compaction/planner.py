@@ -79,6 +79,7 @@ class PartitionPlan:
     groups: tuple[FileGroup, ...]
     skipped: tuple[SkippedFile, ...]
     reason: SkipReason | None = None  # why the partition has no group, when one reason covers it
+    ingested_ms: int | None = None  # the partition's ingest time (COMPACT-5); None when unknown
 
     @property
     def key(self) -> PartitionKey:
@@ -177,7 +178,7 @@ def plan_groups(files: Sequence[PlannerFile], options: CompactionOptions, *, str
             counter += 1
             groups.append(FileGroup(f"g{counter:04d}", g.spec_id, g.partition, g.partition_label, g.files))
         numbered.append(PartitionPlan(p.spec_id, p.partition, p.label, p.files_total, p.candidates,
-                                      tuple(groups), p.skipped, p.reason))
+                                      tuple(groups), p.skipped, p.reason, p.ingested_ms))
     return CompactionPlan(strategy, options, tuple(numbered), now_ms, target_sort_order_id=target_sort_order_id)
 
 
@@ -194,12 +195,14 @@ def _plan_partition(key: PartitionKey, text: str, members: list[PlannerFile], op
         else:
             candidates.append(m)
     cand_files = tuple(m.data_file for m in candidates)
+    ingested = [m.added_ms for m in members if m.added_ms is not None and not m.compacted]
+    ingested_ms = max(ingested) if ingested else None
 
     def done(reason: SkipReason | None, groups: tuple[FileGroup, ...] = ()) -> PartitionPlan:
-        return PartitionPlan(spec_id, partition, text, len(scoped), cand_files, groups, tuple(skipped), reason)
+        return PartitionPlan(spec_id, partition, text, len(scoped), cand_files, groups, tuple(skipped), reason,
+                             ingested_ms)
 
     # COMPACT-5: a partition still receiving writes is skipped whole.
-    ingested = [m.added_ms for m in members if m.added_ms is not None and not m.compacted]
     if options.min_age_seconds > 0 and ingested and now_ms - max(ingested) < options.min_age_seconds * 1000:
         skipped.extend(SkippedFile(m.data_file, "too-young") for m in candidates)
         return done("too-young")

@@ -17,7 +17,7 @@ from typing import Literal
 
 from lakefmt.compaction.planner import format_bytes
 
-GroupStatus = Literal["committed", "conflict", "lease-held", "quiet-window", "failed"]
+GroupStatus = Literal["committed", "conflict", "lease-held", "quiet-window", "stopped", "failed"]
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,8 @@ class GroupResult:
 
     ``status``: ``committed``; ``conflict`` (a source file was removed concurrently;
     outputs deleted); ``lease-held`` (another compactor holds the partition);
-    ``quiet-window`` (not started: a quiet window began); ``failed`` (see ``error``).
+    ``quiet-window`` (not started: a quiet window began); ``stopped`` (not started: the run
+    was asked to stop, COMPACT-31); ``failed`` (see ``error``).
     """
 
     group_id: str
@@ -69,7 +70,7 @@ class CompactionResult:
     seconds: float
     snapshot_ids: tuple[int, ...]
     groups: tuple[GroupResult, ...]
-    status: Literal["done", "nothing-to-do", "quiet-window"] = "done"
+    status: Literal["done", "nothing-to-do", "quiet-window", "stopped"] = "done"
     throttled_seconds: float = 0.0
 
     def __repr__(self) -> str:

@@ -186,11 +186,15 @@ def make_task(table: Table, plan: CompactionPlan, group: FileGroup) -> RewriteTa
 def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = False,
              should_pause: Callable[[], float] | None = None, progress: Progress | None = None,
              hook: Hook | None = None, use_leases: bool = True, owner: str | None = None,
-             clock: Callable[[], datetime] | None = None, rewriter: Rewriter | None = None) -> CompactionResult:
+             clock: Callable[[], datetime] | None = None, rewriter: Rewriter | None = None,
+             should_stop: Callable[[], bool] | None = None) -> CompactionResult:
     """Execute ``plan``: rewrite, verify and commit group by group (COMPACT-18..COMPACT-28).
 
     ``rewriter`` runs one group's rewrite elsewhere (for example as a Spark task); the read
     budget is then charged per group, before it starts, and ``hook`` sees only ``"before-commit"``.
+    ``should_stop`` is asked before each partition starts; once it returns True no further
+    partition starts, groups already running finish and commit, and the groups not started
+    are reported ``stopped`` (COMPACT-31).
     """
     started = time.perf_counter()
     now = clock or (lambda: datetime.now(timezone.utc))
@@ -233,6 +237,11 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
         while queue or running:
             while queue and len(running) < plan.options.max_concurrent_groups:
                 part = queue.pop(0)
+                if should_stop is not None and should_stop():  # COMPACT-31: start nothing more
+                    for rest in (part, *queue):
+                        skip_partition(rest, "stopped", "the run was stopped before this partition started")
+                    queue.clear()
+                    break
                 if respect_windows and windows.contains(now()):
                     skip_partition(part, "quiet-window")
                     for rest in queue:
@@ -275,7 +284,9 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
                 table.io.delete_many(list(future.result().output_paths))
         if use_leases and held:
             leases.release(table_uuid, LEASE_KIND, list(held), owner=owner)
-    return _result(table, plan, results, started, files_before, bytes_before, throttled=pacer.throttled_seconds)
+    stopped = any(g.status == "stopped" for g in results)
+    return _result(table, plan, results, started, files_before, bytes_before, throttled=pacer.throttled_seconds,
+                   status="stopped" if stopped else "done")
 
 
 def _commit_group(table: Table, plan: CompactionPlan, group: FileGroup, future: Future[RewriteResult],
@@ -335,7 +346,7 @@ def _result(table: Table, plan: CompactionPlan, groups: list[GroupResult], start
     return CompactionResult(
         table=table.name, strategy=plan.strategy, groups_planned=len(plan.groups),
         groups_committed=len(committed),
-        groups_skipped=sum(1 for g in groups if g.status in ("conflict", "lease-held", "quiet-window")),
+        groups_skipped=sum(1 for g in groups if g.status in ("conflict", "lease-held", "quiet-window", "stopped")),
         groups_failed=sum(1 for g in groups if g.status == "failed"),
         files_before=files_before, files_after=files_after, bytes_before=bytes_before, bytes_after=bytes_after,
         files_rewritten=sum(g.input_files for g in committed), files_written=sum(g.output_files for g in committed),

@@ -1,5 +1,5 @@
 """Running compaction in one process: commits, conflicts, idempotence, leases, pacing, manifests
-(spec/compaction.md COMPACT-18..COMPACT-30)."""
+(spec/compaction.md COMPACT-18..COMPACT-31)."""
 
 from __future__ import annotations
 
@@ -252,3 +252,28 @@ def _entry_ids(t):
             if e.is_live:
                 out[e.data_file.path] = (e.snapshot_id, e.sequence_number)
     return out
+
+
+def test_should_stop_starts_no_further_partition_and_releases_leases(local_catalog):
+    """COMPACT-31: once asked to stop, no partition starts; running groups commit; leases are released."""
+    t = small_files_table(local_catalog)
+    before = t.scan().to_arrow()
+    done: list[str] = []
+    result = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1,
+                              should_stop=lambda: bool(done),
+                              progress=lambda _d, _t, g: done.append(g.status))
+    assert result.status == "stopped"
+    assert result.groups_committed == 1 and result.groups_skipped == 2
+    assert [g.status for g in result.groups].count("stopped") == 2
+    assert Leases(local_catalog).live(t.metadata.table_uuid, LEASE_KIND) == []
+    assert rows(t.refresh().scan().to_arrow()) == rows(before) and t.check().ok
+    again = t.compaction.run("binpack", min_age_seconds=0)
+    assert again.groups_committed == 2 and again.status == "done"
+
+
+def test_plan_reports_each_partitions_ingest_time(local_catalog):
+    """COMPACT-5: the plan carries each partition's ingest time (the newest non-replace snapshot adding to it)."""
+    t = small_files_table(local_catalog, appends=2)
+    last_append = t.current_snapshot().timestamp_ms
+    plan = t.compaction.plan("binpack", min_age_seconds=0)
+    assert {p.ingested_ms for p in plan.partitions} == {last_append}

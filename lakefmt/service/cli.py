@@ -1,0 +1,85 @@
+"""``lakefmt serve``: run the compaction service (spec/service.md).
+
+Wired into :mod:`lakefmt.cli` through :func:`add_serve_parser` and :func:`run_serve`.
+The web dependencies (FastAPI, uvicorn: ``pip install 'lakefmt[service]'``) are imported
+only when the command runs, so ``lakefmt --help`` works without them.
+
+Example:
+    $ lakefmt serve --warehouse warehouse                       # hourly at :05, API on 127.0.0.1:8765
+    $ LAKEFMT_SERVICE_TOKEN=s3cret lakefmt serve --config lakefmt.toml --port 9000
+    $ lakefmt serve --demo                                      # + a streaming writer, compaction every 20 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from lakefmt.cli import CliError, _global_options, open_catalog
+from lakefmt.service.config import load_config
+
+DEFAULT_CONFIG = "lakefmt.toml"
+
+
+def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``serve`` sub-command to an ``argparse`` sub-parsers object."""
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, suppress=True)
+    p = subparsers.add_parser(
+        "serve", parents=[common], help="run the compaction service: schedules, HTTP API, metrics",
+        description="Compact every table of the warehouse on a cron schedule (default hourly at :05 UTC), "
+                    "optionally compact manifests, expire snapshots and remove orphans, and serve an HTTP API "
+                    "(/docs), Prometheus metrics (/metrics) and JSON logs (stderr). Settings: --config TOML "
+                    "file, then LAKEFMT_<SECTION>_<KEY> environment variables, then these options.")
+    p.add_argument("--config", metavar="FILE",
+                   help=f"TOML configuration (default: $LAKEFMT_CONFIG, else ./{DEFAULT_CONFIG} if it exists)")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="TCP port (default 8765; 0 picks a free one)")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--no-schedule", action="store_true", help="run jobs only when triggered over HTTP")
+    p.add_argument("--demo", action="store_true",
+                   help="create demo.events, append small files to it every second, compact every 20 s")
+    return p
+
+
+def config_path(args: argparse.Namespace) -> str | None:
+    path = args.config or os.environ.get("LAKEFMT_CONFIG")
+    if path is None and os.path.exists(DEFAULT_CONFIG):
+        path = DEFAULT_CONFIG
+    return path
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Run ``lakefmt serve`` until SIGTERM; exit status 0 after a clean stop."""
+    try:
+        from lakefmt.service import server  # the web stack is an optional extra: import it only to serve
+    except ImportError as exc:
+        raise CliError(f"lakefmt serve needs the service extra ({exc.name} is missing): "
+                       "pip install 'lakefmt[service]'") from None
+    path = config_path(args)
+    file_config = load_config(path, environ={}) if path else None
+    warehouse = args.warehouse
+    if file_config is not None and "LAKEFMT_WAREHOUSE" not in os.environ and warehouse == "warehouse":
+        warehouse = file_config.warehouse  # the config file names the warehouse unless the command line does
+    catalog_path = args.catalog_path or (file_config.catalog_path if file_config else None)
+    overrides: dict[str, Any] = {"warehouse": warehouse, "catalog_path": catalog_path, "host": args.host,
+                                 "port": args.port, "log_level": args.log_level}
+    if args.storage_options:
+        overrides["storage_options"] = args.storage_options
+    environ = dict(os.environ)
+    if args.demo:
+        from lakefmt.service.demo import DEMO_ENVIRON  # only the demo needs it
+
+        environ = {**DEMO_ENVIRON, **environ}
+    config = load_config(path, environ=environ, **overrides)
+    args.warehouse, args.catalog_path, args.storage_options = config.warehouse, config.catalog_path, dict(
+        config.storage_options)
+    catalog = open_catalog(args, create=args.demo)  # refuses a warehouse without a catalog, unless --demo
+    extra = None
+    if args.demo:
+        from lakefmt.service.demo import start_demo_writer
+
+        extra = start_demo_writer
+    return server.serve(config, catalog=catalog, schedule=not args.no_schedule, extra_threads=extra)
+
