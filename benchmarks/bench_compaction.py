@@ -73,16 +73,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakefmt.demo import SCHEMA, SENSOR_KINDS  # the same Artemis-like rows as the demo
+
 TABLE = "bench.downlinks"
-SCHEMA = pa.schema([
-    pa.field("ts", pa.timestamp("us", tz="UTC")),
-    pa.field("mission_id", pa.int32()),
-    pa.field("payload_id", pa.int64()),
-    pa.field("sensor_kind", pa.string()),
-    pa.field("seq", pa.int64()),
-    pa.field("value", pa.float64()),
-])
-SENSOR_KINDS = pa.array(["cam", "imu", "rad", "spectro", "thermal"])
 PAYLOADS = 200
 DAY0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 COLUMNS = ["payload_id", "sensor_kind"]  # Z-order columns and sort keys

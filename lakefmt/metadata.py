@@ -9,7 +9,7 @@ its JSON form; nothing here does I/O beyond :func:`read_metadata`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
 
@@ -262,6 +262,5 @@ def read_metadata(io: FileIO, location: str) -> TableMetadata:
     metadata = TableMetadata.loads(data, source=location)
     # Relative paths resolve against the folder holding metadata/ (LAYOUT-3), so a copied table still reads.
     if "/metadata/" in location:
-        from dataclasses import replace as _replace  # local alias keeps the module's public names small
-        metadata = _replace(metadata, location=location.rsplit("/metadata/", 1)[0])
+        metadata = replace(metadata, location=location.rsplit("/metadata/", 1)[0])
     return metadata

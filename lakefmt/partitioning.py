@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import decimal
 import re
-import struct
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -24,7 +23,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefmt.conversions import to_bytes, to_physical
+from lakefmt.bucketing import bucket_array, bucket_hash, hash_array
 from lakefmt.errors import SchemaError, ValidationError
 from lakefmt.schema import Schema
 from lakefmt.types import DATE, INT, LakeType
@@ -111,7 +110,7 @@ class Transform:
             return _apply_time(name, arr, source)
         if name == "bucket":
             assert self.param is not None
-            return _bucket_array(hash_array(arr, source), self.param)
+            return bucket_array(hash_array(arr, source), self.param)
         assert self.param is not None
         if source.name in _INT_RANGE:
             return _truncate_int_array(arr, source, self.param)
@@ -266,92 +265,6 @@ def _identity_human(value: Any, source: LakeType) -> str:
     else:
         text = value if name == "string" else repr(value) if name in ("float", "double") else str(value)
     return quote(text, safe="")
-
-
-# -- bucket (PART-4) ----------------------------------------------------------------------------
-
-_C1, _C2, _M32 = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
-
-
-def _rotl32(x: int, r: int) -> int:
-    return ((x << r) | (x >> (32 - r))) & _M32
-
-
-def murmur3_32(data: bytes, seed: int = 0) -> int:
-    """MurmurHash3 x86 32-bit of ``data``, as a signed 32-bit int (like Guava/Iceberg)."""
-    h = seed & _M32
-    n = len(data)
-    full = n - n % 4
-    for i in range(0, full, 4):
-        k = int.from_bytes(data[i:i + 4], "little")
-        k = (_rotl32((k * _C1) & _M32, 15) * _C2) & _M32
-        h = (_rotl32(h ^ k, 13) * 5 + 0xE6546B64) & _M32
-    tail = data[full:]
-    if tail:
-        k = int.from_bytes(tail, "little")
-        h ^= (_rotl32((k * _C1) & _M32, 15) * _C2) & _M32
-    h ^= n
-    h = ((h ^ (h >> 16)) * 0x85EBCA6B) & _M32
-    h = ((h ^ (h >> 13)) * 0xC2B2AE35) & _M32
-    h ^= h >> 16
-    return h - 2**32 if h >= 2**31 else h
-
-
-def bucket_hash(value: Any, source: LakeType) -> int:
-    """The signed 32-bit Iceberg bucket hash of one physical value (PART-4)."""
-    name = source.name
-    if name in ("int", "long", "date", "time", "timestamp", "timestamptz"):
-        return murmur3_32(struct.pack("<q", value))
-    if name == "string":
-        return murmur3_32(value.encode("utf-8"))
-    if name == "binary":
-        return murmur3_32(bytes(value))
-    if name == "decimal":
-        return murmur3_32(to_bytes(source, value))
-    raise SchemaError(f"cannot bucket a {source} value")
-
-
-def _u32(value: int) -> pa.Scalar:
-    return pa.scalar(value, pa.uint32())
-
-
-def _rotl_array(x: pa.Array, r: int) -> pa.Array:
-    return pc.bit_wise_or(pc.shift_left(x, _u32(r)), pc.shift_right(x, _u32(32 - r)))
-
-
-def _mix_block(h: pa.Array | None, k: pa.Array) -> pa.Array:
-    k = pc.multiply(_rotl_array(pc.multiply(k, _u32(_C1)), 15), _u32(_C2))
-    h = k if h is None else pc.bit_wise_xor(h, k)
-    return pc.add(pc.multiply(_rotl_array(h, 13), _u32(5)), _u32(0xE6546B64))
-
-
-def _murmur3_long_array(values: pa.Array) -> pa.Array:
-    """Vectorized murmur3 of each int64 value's 8-byte little-endian form (uint32 result)."""
-    u = values.cast(pa.uint64(), safe=False)
-    low = pc.bit_wise_and(u, pa.scalar(_M32, pa.uint64())).cast(pa.uint32())
-    high = pc.shift_right(u, pa.scalar(32, pa.uint64())).cast(pa.uint32())
-    h = pc.bit_wise_xor(_mix_block(_mix_block(None, low), high), _u32(8))
-    h = pc.bit_wise_xor(h, pc.shift_right(h, _u32(16)))
-    h = pc.multiply(h, _u32(0x85EBCA6B))
-    h = pc.bit_wise_xor(h, pc.shift_right(h, _u32(13)))
-    h = pc.multiply(h, _u32(0xC2B2AE35))
-    return pc.bit_wise_xor(h, pc.shift_right(h, _u32(16)))
-
-
-def hash_array(arr: pa.Array, source: LakeType) -> pa.Array:
-    """Vectorized :func:`bucket_hash`: signed int32 hashes, null for null (PART-4)."""
-    name = source.name
-    if name in ("int", "date"):
-        return _murmur3_long_array(arr.cast(pa.int32()).cast(pa.int64())).cast(pa.int32(), safe=False)
-    if name in ("long", "time", "timestamp", "timestamptz"):
-        return _murmur3_long_array(arr.cast(pa.int64())).cast(pa.int32(), safe=False)
-    return pa.array([None if v is None else bucket_hash(to_physical(source, v), source)
-                     for v in arr.to_pylist()], pa.int32())
-
-
-def _bucket_array(hashes: pa.Array, n: int) -> pa.Array:
-    positive = pc.bit_wise_and(hashes.cast(pa.int64()), 0x7FFFFFFF)
-    return pc.subtract(positive, pc.multiply(pc.divide(positive, n), n)).cast(pa.int32())
 
 
 # -- truncate (PART-5) --------------------------------------------------------------------------

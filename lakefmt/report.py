@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from lakefmt import __version__
 from lakefmt.compaction.planner import format_bytes
 from lakefmt.manifest_cache import clear as clear_manifest_cache
-from lakefmt.manifest_io import read_manifest_list
+from lakefmt.manifest_cache import read_list
 from lakefmt.report_svg import bar_chart, esc, line_chart
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def planning_trend(table: Table, *, samples: int = 24) -> list[tuple[int, float,
         started = time.perf_counter()
         plan = table.scan(snapshot_id=s.snapshot_id).plan()
         seconds = time.perf_counter() - started
-        manifests = len(read_manifest_list(table.io, f"{table.metadata.location}/{s.manifest_list}"))
+        manifests = len(read_list(table.io, f"{table.metadata.location}/{s.manifest_list}"))
         out.append((s.timestamp_ms, seconds, len(plan.files), manifests))
     return out
 

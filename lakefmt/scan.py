@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakefmt.errors import CorruptMetadataError, LakefmtError
+from lakefmt.errors import CorruptMetadataError, LakefmtError, ValidationError
 from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator, to_arrow_expression
 from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, BoundExpression, Expression, bind, referenced_field_ids, to_expression
 from lakefmt.io import FileIO
@@ -75,7 +75,6 @@ class DataScan:
                columns: Sequence[str] | None = None, snapshot_id: int | None = None,
                as_of: datetime | None = None) -> DataScan:
         if snapshot_id is not None and as_of is not None:
-            from lakefmt.errors import ValidationError
             raise ValidationError("pass snapshot_id or as_of, not both")
         if snapshot_id is not None:
             snapshot: Snapshot | None = metadata.snapshot_by_id(snapshot_id)

@@ -29,11 +29,11 @@ from lakefmt.commit import Build, FileChange, SnapshotProducer, commit_table
 from lakefmt.errors import CommitStateUnknownError, SchemaError, ValidationError
 from lakefmt.evaluators import StrictMetricsEvaluator, to_arrow_expression
 from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, Expression, bind, to_expression
-from lakefmt.manifest import DataFile
-from lakefmt.metadata import Snapshot, TableMetadata
-from lakefmt.partitioning import PartitionSpec, parse_partition_by
 from lakefmt.hooks import checkpoint
 from lakefmt.leases import Leases
+from lakefmt.manifest import DataFile
+from lakefmt.metadata import Snapshot, TableMetadata, read_metadata
+from lakefmt.partitioning import PartitionSpec, parse_partition_by
 from lakefmt.properties import (
     COMPRESSION_LEVEL, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property, validate_properties,
 )
@@ -142,7 +142,6 @@ class Table:
     def refresh(self) -> Table:
         location = self.catalog.current_metadata_location(self.identifier)
         if location != self.metadata_location:
-            from lakefmt.metadata import read_metadata
             self.metadata, self.metadata_location = read_metadata(self.io, location), location
         return self
 
@@ -317,9 +316,7 @@ class Table:
             removed.append(f)
             if survivors.num_rows:
                 kept.append(survivors)
-        empty = self.arrow_schema().empty_table()
-        kept_table = pa.concat_tables(kept) if kept else empty
-        return removed, conform(kept_table, schema) if kept else conform(empty, schema)
+        return removed, conform(pa.concat_tables(kept) if kept else self.arrow_schema().empty_table(), schema)
 
     def _name_of(self, field_id: int) -> str | None:
         field = self.metadata.schema.field_by_id(field_id)

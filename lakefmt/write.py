@@ -123,11 +123,14 @@ def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, 
     stem = options.stem()
     jobs = [(i, values, part) for i, (values, part) in enumerate(slices)]
 
+    sort_order_id = None if sort_order.is_unsorted else sort_order.order_id
+
     def run(job: tuple[int, tuple[Any, ...], pa.Table]) -> list[DataFile]:
         index, values, part = job
-        prefix = spec.partition_path(values, schema) if not spec.is_unpartitioned else ""
-        return _write_partition(io, location, part, values, prefix, f"{stem}-{index:05d}",
-                                schema, spec, sort_order, options, use_dictionary)
+        writer = RollingFileWriter(io, location, schema, spec, values, options, sort_order_id=sort_order_id,
+                                   stem=f"{stem}-{index:05d}", use_dictionary=use_dictionary)
+        writer.write(part)
+        return writer.close()
 
     if len(jobs) == 1:
         return run(jobs[0])
@@ -174,16 +177,6 @@ def _run_starts(table: pa.Table, names: list[str]) -> list[int]:
         neq = pc.if_else(pc.is_null(neq), pc.xor(pc.is_null(a), pc.is_null(b)), neq)
         changed = neq if changed is None else pc.or_(changed, neq)
     return [int(i) + 1 for i in pc.indices_nonzero(changed).to_pylist()]
-
-
-def _write_partition(io: FileIO, location: str, rows: pa.Table, values: tuple[Any, ...], prefix: str,
-                     stem: str, schema: Schema, spec: PartitionSpec, sort_order: SortOrder,
-                     options: WriteOptions, use_dictionary: bool | list[str] = True) -> list[DataFile]:
-    writer = RollingFileWriter(io, location, schema, spec, values, options,
-                               sort_order_id=None if sort_order.is_unsorted else sort_order.order_id,
-                               prefix=prefix, stem=stem, use_dictionary=use_dictionary)
-    writer.write(rows)
-    return writer.close()
 
 
 class RollingFileWriter:

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakefmt.bucketing import bucket_hash, hash_array, murmur3_32
 from lakefmt.conversions import to_physical
 from lakefmt.errors import SchemaError, UnknownColumnError, ValidationError
 from lakefmt.partitioning import (
-    UNPARTITIONED, PartitionField, PartitionSpec, Transform, bucket_hash, hash_array, murmur3_32,
-    parse_partition_by,
+    UNPARTITIONED, PartitionField, PartitionSpec, Transform, parse_partition_by,
 )
 from lakefmt.schema import Field, Schema
 from lakefmt.types import (

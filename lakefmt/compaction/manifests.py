@@ -25,8 +25,8 @@ from lakefmt.commit import new_snapshot_id
 from lakefmt.compaction.results import ManifestRewriteResult
 from lakefmt.expressions import Expression
 from lakefmt.manifest import EntryStatus, ManifestEntry, ManifestFile
-from lakefmt.manifest_cache import read_entries
-from lakefmt.manifest_io import read_manifest_list, write_manifest, write_manifest_list
+from lakefmt.manifest_cache import read_entries, read_list
+from lakefmt.manifest_io import write_manifest, write_manifest_list
 from lakefmt.metadata import Snapshot, TableMetadata
 from lakefmt.properties import MANIFEST_TARGET_SIZE, int_property
 from lakefmt.updates import AddSnapshot, SetCurrentSnapshot, Update
@@ -80,7 +80,7 @@ def _live_manifests(table: Table, meta: TableMetadata) -> list[ManifestFile]:
     snap = meta.current_snapshot
     if snap is None:
         return []
-    return [m for m in read_manifest_list(table.io, f"{meta.location}/{snap.manifest_list}") if m.live_files_count]
+    return [m for m in read_list(table.io, f"{meta.location}/{snap.manifest_list}") if m.live_files_count]
 
 
 def _partition_key(values: tuple[Any, ...]) -> tuple[Any, ...]:

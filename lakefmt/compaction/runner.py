@@ -35,8 +35,7 @@ from lakefmt.errors import CommitConflictError, CommitStateUnknownError, Lakefmt
 from lakefmt.expressions import Expression
 from lakefmt.hooks import checkpoint
 from lakefmt.leases import Leases
-from lakefmt.manifest_cache import read_entries
-from lakefmt.manifest_io import read_manifest_list
+from lakefmt.manifest_cache import read_entries, read_list
 from lakefmt.sorting import parse_sort_by
 
 if TYPE_CHECKING:
@@ -89,7 +88,7 @@ def live_files(table: Table, snapshot: Snapshot, scope: set[str] | None) -> list
     location = meta.location
     snapshots = {s.snapshot_id: s for s in meta.snapshots}
     out: list[PlannerFile] = []
-    for m in read_manifest_list(table.io, f"{location}/{snapshot.manifest_list}"):
+    for m in read_list(table.io, f"{location}/{snapshot.manifest_list}"):
         if m.live_files_count == 0:
             continue
         for e in read_entries(table.io, f"{location}/{m.path}", m, meta.spec_by_id(m.spec_id), meta.schema):

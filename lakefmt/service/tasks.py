@@ -25,7 +25,7 @@ from lakefmt.compaction.results import GroupResult
 from lakefmt.compaction.runner import LEASE_KIND, lease_key
 from lakefmt.errors import CatalogLockTimeoutError, LakefmtError
 from lakefmt.leases import Leases
-from lakefmt.manifest_io import read_manifest_list
+from lakefmt.manifest_cache import read_list
 from lakefmt.service.config import ServiceConfig, parse_seconds
 from lakefmt.service.jobs import TOTAL_COLUMNS
 
@@ -248,7 +248,7 @@ def layout_counts(table: Table, config: ServiceConfig) -> dict[str, int]:
     snapshot = table.metadata.current_snapshot
     manifests = 0
     if snapshot is not None:
-        manifests = len(read_manifest_list(table.io, f"{table.metadata.location}/{snapshot.manifest_list}"))
+        manifests = len(read_list(table.io, f"{table.metadata.location}/{snapshot.manifest_list}"))
     return {"data_files": sum(p.files_total for p in plan.partitions),
             "small_files": sum(len(p.candidates) for p in plan.partitions), "manifests": manifests,
             "eligible_partitions": sum(1 for p in plan.partitions if p.groups)}
