@@ -26,7 +26,7 @@ class Property:
 TARGET_FILE_SIZE = Property("write.target-file-size-bytes", 128 * MiB, 1, None,
                             "Writers roll data files when this many bytes have been written.")
 COMPRESSION_LEVEL = Property("write.parquet.compression-level", 3, 1, 22, "ZSTD level of data files.")
-ROW_GROUP_ROWS = Property("write.parquet.row-group-rows", 1_048_576, 1, None, "Rows per Parquet row group.")
+ROW_GROUP_ROWS = Property("write.parquet.row-group-rows", 131_072, 1, None, "Rows per Parquet row group.")
 COMMIT_RETRIES = Property("commit.retry.num-retries", 20, 0, 1000, "CAS retries before giving up.")
 COMMIT_MIN_WAIT_MS = Property("commit.retry.min-wait-ms", 5, 0, None, "First retry back-off.")
 COMMIT_MAX_WAIT_MS = Property("commit.retry.max-wait-ms", 2000, 0, None, "Largest retry back-off.")

@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import cached_property
 from datetime import datetime, timezone
 from typing import Any
 
@@ -27,6 +28,7 @@ import pyarrow.parquet as pq
 from lakefmt.errors import CorruptMetadataError, LakefmtError, ValidationError
 from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator, to_arrow_expression
 from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, BoundExpression, Expression, bind, referenced_field_ids, to_expression
+from lakefmt.footer import row_group_metrics
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, ManifestFile
 from lakefmt.manifest_cache import read_entries, read_list
@@ -127,7 +129,7 @@ class DataScan:
                                                           self.schema)
             if evaluators[m.spec_id].might_match(m):
                 selected.append(m)
-        metrics = MetricsEvaluator(self.row_filter, self.schema)
+        metrics = self._metrics
         partition_evals = {spec_id: PartitionEvaluator(self.row_filter, self.metadata.spec_by_id(spec_id),
                                                        self.schema) for spec_id in evaluators}
 
@@ -199,13 +201,22 @@ class DataScan:
             return sum(f.record_count for f in self.plan_files())
         return self.to_arrow().num_rows
 
+    @cached_property
+    def _metrics(self) -> MetricsEvaluator:
+        return MetricsEvaluator(self.row_filter, self.schema)
+
     def _read_task(self, task: FileScanTask) -> pa.Table:
-        return read_data_file(self.io, task.location, self.schema, self.projected_schema, self.row_filter)
+        return read_data_file(self.io, task.location, self.schema, self.projected_schema, self.row_filter,
+                              self._metrics)
 
 
 def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: Schema,
-                   row_filter: BoundExpression) -> pa.Table:
-    """Read one data file projected to ``projected`` by field id, filtered exactly (READ-6..READ-8)."""
+                   row_filter: BoundExpression, metrics: MetricsEvaluator | None = None) -> pa.Table:
+    """Read one data file projected to ``projected`` by field id, filtered exactly (READ-6..READ-8).
+
+    Row groups whose footer statistics prove that no row matches are not read (READ-11);
+    ``metrics`` is the filter's evaluator, built here when not given.
+    """
     try:
         with io.open_input(location) as source:
             parquet = pq.ParquetFile(source)
@@ -216,7 +227,11 @@ def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: S
                     file_names[fid] = af.name
             needed_ids = {f.id for f in projected.fields} | referenced_field_ids(row_filter)
             read_names = [file_names[fid] for fid in sorted(needed_ids) if fid in file_names]
-            raw = parquet.read(columns=read_names)
+            groups = matching_row_groups(parquet, table_schema, row_filter, metrics)
+            if groups is None:
+                raw = parquet.read(columns=read_names)
+            else:
+                raw = parquet.read_row_groups(groups, columns=read_names)
     except FileNotFoundError as exc:
         raise CorruptMetadataError(f"data file {location} is referenced by the table but missing") from exc
     except (pa.ArrowInvalid, OSError) as exc:
@@ -248,6 +263,41 @@ def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: S
         table = table.filter(to_arrow_expression(row_filter, lambda fid: _name_of(table_schema, fid)))
     table = table.select([f.name for f in projected.fields])
     return table.cast(_plain_arrow_schema(projected))
+
+
+def matching_row_groups(parquet: pq.ParquetFile, table_schema: Schema, row_filter: BoundExpression,
+                        metrics: MetricsEvaluator | None) -> list[int] | None:
+    """The row groups that might hold matching rows, or None for all of them (READ-11).
+
+    Only top-level columns stored with the table's type take part; any other column
+    referenced by the filter counts as unknown, so pruning stays conservative (READ-4).
+    """
+    footer = parquet.metadata
+    if isinstance(row_filter, AlwaysTrue) or footer.num_row_groups < 2:
+        return None
+    wanted = referenced_field_ids(row_filter)
+    arrow_schema = parquet.schema_arrow
+    columns = {}
+    for col_index in range(footer.num_columns):
+        path = footer.schema.column(col_index).path
+        index = arrow_schema.get_field_index(path)
+        if index < 0:
+            continue  # a nested leaf: its statistics are not used
+        fid = arrow_field_id(arrow_schema.field(index))
+        field = table_schema.field_by_id(fid) if fid in wanted else None
+        if field is not None and _stored_as(arrow_schema.field(index).type) == field.type:
+            columns[col_index] = field
+    if not columns:
+        return None
+    evaluator = metrics or MetricsEvaluator(row_filter, table_schema)
+    return [i for i, stats in enumerate(row_group_metrics(footer, columns)) if evaluator.might_match(stats)]
+
+
+def _stored_as(arrow_type: pa.DataType) -> Any:
+    try:
+        return from_arrow(arrow_type)
+    except LakefmtError:
+        return None
 
 
 def _name_of(schema: Schema, field_id: int) -> str | None:

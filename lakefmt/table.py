@@ -238,7 +238,7 @@ class Table:
 
     def write_data_files(self, data: Any, *, kind: str = "part", target_file_size: int | None = None,
                          compression_level: int | None = None) -> list[DataFile]:
-        """Write ``data`` as data files of this table without committing them (WRITE-1..WRITE-6)."""
+        """Write ``data`` as data files of this table without committing them (WRITE-1..WRITE-7)."""
         options = self.write_options(kind=kind, target_file_size=target_file_size,
                                      compression_level=compression_level)
         table = conform(data, self.metadata.schema)

@@ -20,8 +20,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakefmt.conversions import to_bytes, to_physical, truncate_lower, truncate_upper
+from lakefmt.conversions import to_physical
 from lakefmt.errors import SchemaError, SchemaMismatchError
+from lakefmt.encoding import Encodings, choose_encodings
+from lakefmt.footer import data_file_from_footer
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
@@ -110,13 +112,8 @@ def conform(data: Any, schema: Schema) -> pa.Table:
 
 
 def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, spec: PartitionSpec,
-                     sort_order: SortOrder, options: WriteOptions, *,
-                     use_dictionary: bool | list[str] = True) -> list[DataFile]:
-    """Write conformed ``data`` as data files under ``location``; return their descriptions.
-
-    ``use_dictionary`` is :class:`RollingFileWriter`'s (every column, or the columns to
-    dictionary-encode); it changes only the encoding.
-    """
+                     sort_order: SortOrder, options: WriteOptions) -> list[DataFile]:
+    """Write conformed ``data`` as data files under ``location``; return their descriptions."""
     if data.num_rows == 0:
         return []
     slices = list(split_by_partition(data, schema, spec, sort_order))
@@ -128,7 +125,7 @@ def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, 
     def run(job: tuple[int, tuple[Any, ...], pa.Table]) -> list[DataFile]:
         index, values, part = job
         writer = RollingFileWriter(io, location, schema, spec, values, options, sort_order_id=sort_order_id,
-                                   stem=f"{stem}-{index:05d}", use_dictionary=use_dictionary)
+                                   stem=f"{stem}-{index:05d}")
         writer.write(part)
         return writer.close()
 
@@ -184,10 +181,9 @@ class RollingFileWriter:
 
     Rows may arrive in any number of ``write`` calls (a stream of batches); the
     writer never holds more than one chunk. ``close()`` returns the files written,
-    each described from its own footer (WRITE-6). ``use_dictionary`` is pyarrow's:
-    True (every column) or the Parquet leaf paths to dictionary-encode; it may be
-    changed until the first ``write`` (compaction picks it from the first rows,
-    :mod:`lakefmt.compaction.encoding`).
+    each described from its own footer (WRITE-6). Column encodings are chosen from the
+    first rows written (:func:`lakefmt.encoding.choose_encodings`, WRITE-7) unless
+    ``encodings`` is given.
 
     Example:
         >>> w = RollingFileWriter(io, location, schema, spec, partition, options)
@@ -198,9 +194,9 @@ class RollingFileWriter:
     def __init__(self, io: FileIO, location: str, schema: Schema, spec: PartitionSpec,
                  partition: tuple[Any, ...], options: WriteOptions, *, sort_order_id: int | None = None,
                  prefix: str | None = None, stem: str | None = None,
-                 use_dictionary: bool | list[str] = True) -> None:
+                 encodings: Encodings | None = None) -> None:
         self.io, self.location, self.schema, self.spec = io, location, schema, spec
-        self.use_dictionary = use_dictionary
+        self.encodings = encodings
         self.partition, self.options, self.sort_order_id = partition, options, sort_order_id
         self.prefix = prefix if prefix is not None else (
             "" if spec.is_unpartitioned else spec.partition_path(partition, schema))
@@ -221,6 +217,8 @@ class RollingFileWriter:
         offset = 0
         while offset < rows.num_rows:
             if self._writer is None:
+                if self.encodings is None:
+                    self.encodings = choose_encodings(rows.slice(offset))
                 self._open()
             written_bytes = self._sink.tell()
             chunk = _next_chunk_rows(rows, offset, self.options, written_bytes, self._bytes_per_row)
@@ -238,7 +236,8 @@ class RollingFileWriter:
         self._sink = self.io.open_output(f"{self.location}/{self._rel}")
         self._writer = pq.ParquetWriter(self._sink, self._arrow_schema, compression="zstd",
                                         compression_level=self.options.compression_level, write_statistics=True,
-                                        use_dictionary=self.use_dictionary)
+                                        use_dictionary=self.encodings.use_dictionary,
+                                        column_encoding=self.encodings.column_encoding)
         self._rows_in_file = 0
 
     def _finish(self) -> None:
@@ -277,73 +276,3 @@ def _next_chunk_rows(rows: pa.Table, offset: int, options: WriteOptions, written
     budget = max(options.target_file_size - written_bytes, 0)
     wanted = int(budget / bytes_per_row) + 1
     return max(1, min(remaining_rows, options.row_group_rows, max(wanted, MIN_CHUNK_ROWS)))
-
-
-def data_file_from_footer(rel_path: str, partition: tuple[Any, ...], size: int, footer: pq.FileMetaData,
-                          schema: Schema, spec: PartitionSpec, sort_order_id: int | None) -> DataFile:
-    """Statistics for the manifest, taken from the Parquet footer that was written (WRITE-6)."""
-    value_counts: dict[int, int] = {}
-    null_counts: dict[int, int] = {}
-    lowers: dict[int, bytes] = {}
-    uppers: dict[int, bytes] = {}
-    ids_by_name = {f.name: f for f in schema.fields}
-    for col_index in range(footer.num_columns):
-        name = footer.schema.column(col_index).path
-        field = ids_by_name.get(name)
-        if field is None:
-            continue
-        low, high, nulls, count, exact = _column_stats(footer, col_index, field.type)
-        value_counts[field.id] = count
-        if nulls is not None:
-            null_counts[field.id] = nulls
-        if low is not None:
-            lowers[field.id] = to_bytes(field.type, truncate_lower(field.type, low))
-        if high is not None:
-            upper = truncate_upper(field.type, high if exact else _past(high))
-            if upper is not None:
-                uppers[field.id] = to_bytes(field.type, upper)
-    return DataFile(path=rel_path, partition=partition, record_count=footer.num_rows, file_size_bytes=size,
-                    spec_id=spec.spec_id, value_counts=value_counts, null_value_counts=null_counts,
-                    lower_bounds=lowers, upper_bounds=uppers, sort_order_id=sort_order_id)
-
-
-def _past(value: Any) -> Any:
-    """A truncated maximum: any value longer than 16 forces truncate_upper to increment."""
-    if isinstance(value, str):
-        return value + "\U0010ffff" * 17
-    if isinstance(value, bytes):
-        return value + b"\xff" * 17
-    return value
-
-
-def _column_stats(footer: pq.FileMetaData, col_index: int, ltype: Any
-                  ) -> tuple[Any, Any, int | None, int, bool]:
-    low = high = None
-    nulls: int | None = 0
-    count = 0
-    bounds_known = True
-    exact = True
-    for rg_index in range(footer.num_row_groups):
-        rg = footer.row_group(rg_index)
-        column = rg.column(col_index)
-        count += rg.num_rows
-        stats = column.statistics
-        if stats is None:
-            nulls = None
-            bounds_known = False
-            continue
-        if nulls is not None:
-            nulls = nulls + stats.null_count if stats.has_null_count else None
-        non_null = rg.num_rows - (stats.null_count if stats.has_null_count else 0)
-        if not stats.has_min_max:
-            if non_null > 0 or not stats.has_null_count:
-                bounds_known = False
-            continue
-        if getattr(stats, "is_max_value_exact", True) is False:
-            exact = False
-        lo, hi = to_physical(ltype, stats.min), to_physical(ltype, stats.max)
-        low = lo if low is None or lo < low else low
-        high = hi if high is None or hi > high else high
-    if not bounds_known:
-        low = high = None
-    return low, high, nulls, count, exact

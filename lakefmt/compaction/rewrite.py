@@ -19,8 +19,8 @@ or :func:`lakefmt.compaction.zorder.zorder_indices` (rank-based, the permutation
 definitions give) and reorder it one slice at a time, so the group is held once.
 
 Outputs are ZSTD Parquet files named ``compact-...`` with statistics from their
-footers (COMPACT-16); columns whose values are nearly all distinct are written without
-a dictionary (:mod:`lakefmt.compaction.encoding`). Before returning, the outputs are
+footers (COMPACT-16) and the encodings every writer chooses (:mod:`lakefmt.encoding`,
+WRITE-7). Before returning, the outputs are
 read back and must hold exactly the input rows: same count, same order-independent
 checksum (COMPACT-17); otherwise they are deleted and
 :class:`~lakefmt.errors.ChecksumMismatchError` is raised.
@@ -39,7 +39,6 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from lakefmt.compaction.encoding import dictionary_columns
 from lakefmt.compaction.merge import merge_sorted
 from lakefmt.compaction.options import Strategy
 from lakefmt.compaction.ranks import sort_indices
@@ -235,8 +234,8 @@ def _abs(task: RewriteTask, f: DataFile) -> str:
 class _Sink:
     """Buffers small batches so the writer sees chunks of about a row group (few, full row groups).
 
-    Before the first chunk is written, the output columns to dictionary-encode are
-    chosen from its first rows (:func:`~lakefmt.compaction.encoding.dictionary_columns`).
+    The writer chooses the output encodings from the first chunk (WRITE-7), so that
+    chunk is a whole row group's worth of rows, not one small input's.
     """
 
     def __init__(self, writer: RollingFileWriter, row_group_rows: int) -> None:
@@ -245,7 +244,6 @@ class _Sink:
         self._parts: list[pa.Table] = []
         self._rows = 0
         self._bytes = 0
-        self._encoding_chosen = False
 
     def write(self, data: pa.Table | pa.RecordBatch) -> None:
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
@@ -262,7 +260,4 @@ class _Sink:
             return
         table = pa.concat_tables(self._parts) if len(self._parts) > 1 else self._parts[0]
         self._parts, self._rows, self._bytes = [], 0, 0
-        if not self._encoding_chosen:
-            self.writer.use_dictionary = dictionary_columns(table)
-            self._encoding_chosen = True
         self.writer.write(table)

@@ -6,7 +6,7 @@ recorded bounds hold every value the footer's statistics show (MAN-7); and every
 has the recorded partition tuple (PART-9), computed from the file's own rows.
 
 Bounds are compared with the tightest bounds the footer allows after truncation
-(TYPE-7), computed by the same function writers use (:func:`lakefmt.write.data_file_from_footer`):
+(TYPE-7), computed by the same function writers use (:func:`lakefmt.footer.data_file_from_footer`):
 any valid lower bound is at most that, any valid upper bound at least that.
 """
 
@@ -25,7 +25,7 @@ from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Field, Schema, arrow_field_id
-from lakefmt.write import data_file_from_footer
+from lakefmt.footer import data_file_from_footer
 
 
 @dataclass(frozen=True)

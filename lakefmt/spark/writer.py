@@ -5,7 +5,7 @@ DataFrame schema before any file is written (SPARK-9), takes a write-intent leas
 for a fresh per-job writer token (CAT-10), and returns a writer holding a
 :class:`WriteJob` — plain data, no catalog, no Table. Spark pickles that writer to the
 executors, whose ``write()`` turns Arrow batches into data files named with the token
-(WRITE-1..WRITE-6, LAYOUT-6) and returns their descriptions in a commit message;
+(WRITE-1..WRITE-7, LAYOUT-6) and returns their descriptions in a commit message;
 the same writer, back on the driver, commits every message as one snapshot tagged
 with the job id, or aborts (:mod:`lakefmt.spark.commit`).
 """
@@ -24,7 +24,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from lakefmt.compaction.encoding import SAMPLE_ROWS, dictionary_columns
 from lakefmt.errors import ValidationError
 from lakefmt.leases import Leases
 from lakefmt.manifest import DataFile
@@ -113,12 +112,12 @@ def new_job(table: Table, ref: TableRef, spark_schema: StructType, options: dict
 
 
 def write_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> LakefmtCommitMessage:
-    """On an executor: Arrow batches -> data files of the table (SPARK-8; WRITE-1..WRITE-6).
+    """On an executor: Arrow batches -> data files of the table (SPARK-8; WRITE-1..WRITE-7).
 
     Rows are buffered up to ``job.buffer_size`` bytes, then conformed to the table
     schema (WRITE-3), split by partition (WRITE-4), sorted by the table's sort order and
-    written in files that roll at the target size (WRITE-5), with dictionary encoding only
-    for the columns where it pays (as compaction outputs, :mod:`lakefmt.compaction.encoding`). If the task fails, the
+    written in files that roll at the target size (WRITE-5), with the encodings every
+    writer chooses (WRITE-7, :mod:`lakefmt.encoding`). If the task fails, the
     files it wrote are deleted (best effort); a killed task's files carry the job's
     leased token and are left to orphan removal (CAT-10, MAINT-8).
     """
@@ -138,9 +137,7 @@ def write_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> LakefmtCommi
         if buffer:
             table = conform(from_spark_arrow(pa.Table.from_batches(buffer), schema), schema)
             buffer, buffered = [], 0
-            encoded = dictionary_columns(table.slice(0, SAMPLE_ROWS))  # no dictionary for near-unique columns
-            written.extend(write_data_files(io, job.location, table, schema, spec, order, job.options,
-                                            use_dictionary=encoded))
+            written.extend(write_data_files(io, job.location, table, schema, spec, order, job.options))
 
     try:
         for batch in batches:

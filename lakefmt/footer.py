@@ -1,0 +1,109 @@
+"""Column statistics read from Parquet footers (WRITE-6, READ-11).
+
+Writers describe each file they wrote with the statistics of its footer
+(:func:`data_file_from_footer`); readers skip row groups whose own footer
+statistics prove that no row can match a filter (:func:`row_group_metrics`).
+Both turn Parquet's physical minimum and maximum into the bounds of the
+manifest (TYPE-6), so the same evaluator prunes files and row groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from lakefmt.conversions import to_bytes, to_physical, truncate_lower, truncate_upper
+from lakefmt.manifest import DataFile
+from lakefmt.partitioning import PartitionSpec
+from lakefmt.schema import Field, Schema
+
+
+def data_file_from_footer(rel_path: str, partition: tuple[Any, ...], size: int, footer: pq.FileMetaData,
+                          schema: Schema, spec: PartitionSpec, sort_order_id: int | None) -> DataFile:
+    """Statistics for the manifest, taken from the Parquet footer that was written (WRITE-6)."""
+    ids_by_name = {f.name: f for f in schema.fields}
+    columns = {i: ids_by_name[footer.schema.column(i).path] for i in range(footer.num_columns)
+               if footer.schema.column(i).path in ids_by_name}
+    stats = _stats(footer, columns, range(footer.num_row_groups))
+    return DataFile(path=rel_path, partition=partition, record_count=footer.num_rows, file_size_bytes=size,
+                    spec_id=spec.spec_id, sort_order_id=sort_order_id, **stats)
+
+
+def row_group_metrics(footer: pq.FileMetaData, columns: Mapping[int, Field]) -> list[DataFile]:
+    """Per row group, the statistics of ``columns`` (column index -> table field) as a DataFile (READ-11).
+
+    Only the given columns get statistics; every other column is unknown, so an
+    evaluator treats it as "might match".
+    """
+    out = []
+    for rg_index in range(footer.num_row_groups):
+        stats = _stats(footer, columns, (rg_index,))
+        out.append(DataFile(path="", partition=(), record_count=footer.row_group(rg_index).num_rows,
+                            file_size_bytes=0, **stats))
+    return out
+
+
+def _stats(footer: pq.FileMetaData, columns: Mapping[int, Field], row_groups: Iterable[int]
+           ) -> dict[str, dict[int, Any]]:
+    value_counts: dict[int, int] = {}
+    null_counts: dict[int, int] = {}
+    lowers: dict[int, bytes] = {}
+    uppers: dict[int, bytes] = {}
+    row_groups = list(row_groups)
+    for col_index, field in columns.items():
+        low, high, nulls, count, exact = _column_stats(footer, col_index, field.type, row_groups)
+        value_counts[field.id] = count
+        if nulls is not None:
+            null_counts[field.id] = nulls
+        if low is not None:
+            lowers[field.id] = to_bytes(field.type, truncate_lower(field.type, low))
+        if high is not None:
+            upper = truncate_upper(field.type, high if exact else _past(high))
+            if upper is not None:
+                uppers[field.id] = to_bytes(field.type, upper)
+    return {"value_counts": value_counts, "null_value_counts": null_counts,
+            "lower_bounds": lowers, "upper_bounds": uppers}
+
+
+def _past(value: Any) -> Any:
+    """A truncated maximum: any value longer than 16 forces truncate_upper to increment."""
+    if isinstance(value, str):
+        return value + "\U0010ffff" * 17
+    if isinstance(value, bytes):
+        return value + b"\xff" * 17
+    return value
+
+
+def _column_stats(footer: pq.FileMetaData, col_index: int, ltype: Any, row_groups: list[int]
+                  ) -> tuple[Any, Any, int | None, int, bool]:
+    low = high = None
+    nulls: int | None = 0
+    count = 0
+    bounds_known = True
+    exact = True
+    for rg_index in row_groups:
+        rg = footer.row_group(rg_index)
+        column = rg.column(col_index)
+        count += rg.num_rows
+        stats = column.statistics
+        if stats is None:
+            nulls = None
+            bounds_known = False
+            continue
+        if nulls is not None:
+            nulls = nulls + stats.null_count if stats.has_null_count else None
+        non_null = rg.num_rows - (stats.null_count if stats.has_null_count else 0)
+        if not stats.has_min_max:
+            if non_null > 0 or not stats.has_null_count:
+                bounds_known = False
+            continue
+        if getattr(stats, "is_max_value_exact", True) is False:
+            exact = False
+        lo, hi = to_physical(ltype, stats.min), to_physical(ltype, stats.max)
+        low = lo if low is None or lo < low else low
+        high = hi if high is None or hi > high else high
+    if not bounds_known:
+        low = high = None
+    return low, high, nulls, count, exact
