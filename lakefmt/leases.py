@@ -57,9 +57,7 @@ class Leases:
 
     def release(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str) -> None:
         with self.catalog.session() as s:
-            for key in keys:
-                s.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ? AND owner = ?",
-                              [table_uuid, kind, key, owner])
+            release_in_session(s, table_uuid, kind, keys, owner=owner)
 
     def live(self, table_uuid: str, kind: str | None = None) -> list[Lease]:
         """Leases not yet expired, for one table (and one kind)."""
@@ -95,3 +93,10 @@ def acquire_in_session(s: CatalogSession, table_uuid: str, kind: str, keys: Sequ
     except BaseException:
         s.con.execute("ROLLBACK")
         raise
+
+
+def release_in_session(s: CatalogSession, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str) -> None:
+    """Drop ``owner``'s leases on ``keys`` inside an open catalog session (others' leases are untouched)."""
+    for key in keys:
+        s.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ? AND owner = ?",
+                      [table_uuid, kind, key, owner])

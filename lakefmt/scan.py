@@ -18,8 +18,8 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from functools import cached_property
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -27,7 +27,9 @@ import pyarrow.parquet as pq
 
 from lakefmt.errors import CorruptMetadataError, LakefmtError, ValidationError
 from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator, to_arrow_expression
-from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, BoundExpression, Expression, bind, referenced_field_ids, to_expression
+from lakefmt.expressions import (
+    ALWAYS_TRUE, AlwaysTrue, BoundExpression, Expression, bind, referenced_field_ids, to_expression,
+)
 from lakefmt.footer import row_group_metrics
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, ManifestFile

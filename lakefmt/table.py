@@ -139,8 +139,13 @@ class Table:
     def sort_order(self) -> SortOrder:
         return self.metadata.sort_order
 
-    def refresh(self) -> Table:
-        location = self.catalog.current_metadata_location(self.identifier)
+    def refresh(self, location: str | None = None) -> Table:
+        """Load the current metadata, if it changed since this object last saw it.
+
+        ``location`` is a metadata location the caller has just read from the catalog
+        (inside its own catalog session); without it the catalog is asked.
+        """
+        location = location or self.catalog.current_metadata_location(self.identifier)
         if location != self.metadata_location:
             self.metadata, self.metadata_location = read_metadata(self.io, location), location
         return self

@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakefmt.conversions import to_physical
-from lakefmt.errors import SchemaError, SchemaMismatchError
 from lakefmt.encoding import Encodings, choose_encodings
+from lakefmt.errors import SchemaError, SchemaMismatchError
 from lakefmt.footer import data_file_from_footer
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
@@ -109,6 +109,12 @@ def conform(data: Any, schema: Schema) -> pa.Table:
             raise SchemaMismatchError(f"required column {field.name!r} has {column.null_count} null values")
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema.to_arrow())
+
+
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with dictionary-typed fields replaced by their value type."""
+    return pa.schema([f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema],
+                     metadata=schema.metadata)
 
 
 def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, spec: PartitionSpec,
@@ -202,6 +208,7 @@ class RollingFileWriter:
             "" if spec.is_unpartitioned else spec.partition_path(partition, schema))
         self.stem = stem or options.stem()
         self._arrow_schema = schema.to_arrow()
+        self._file_schema = self._arrow_schema
         self._counter = 0
         self._sink: Any = None
         self._writer: pq.ParquetWriter | None = None
@@ -212,6 +219,7 @@ class RollingFileWriter:
         self.paths_started: list[str] = []
 
     def write(self, rows: pa.Table | pa.RecordBatch) -> None:
+        """Append rows of the table's Arrow schema; string and binary columns may be dictionary arrays."""
         if isinstance(rows, pa.RecordBatch):
             rows = pa.Table.from_batches([rows])
         offset = 0
@@ -219,7 +227,9 @@ class RollingFileWriter:
             if self._writer is None:
                 if self.encodings is None:
                     self.encodings = choose_encodings(rows.slice(offset))
-                self._open()
+                self._open(rows.schema)
+            if not rows.schema.equals(self._file_schema):
+                rows = self._as_file_schema(rows)
             written_bytes = self._sink.tell()
             chunk = _next_chunk_rows(rows, offset, self.options, written_bytes, self._bytes_per_row)
             self._writer.write_table(rows.slice(offset, chunk), row_group_size=self.options.row_group_rows)
@@ -229,16 +239,25 @@ class RollingFileWriter:
             if self._sink.tell() >= self.options.target_file_size:
                 self._finish()
 
-    def _open(self) -> None:
+    def _open(self, rows_schema: pa.Schema) -> None:
+        # Dictionary arrays are written as they are: the dictionary is not rebuilt value by value.
+        # The Parquet schema is the same either way; the Arrow schema is not stored (WRITE-1).
+        dictionaries = plain_schema(rows_schema).equals(self._arrow_schema)
+        self._file_schema = rows_schema if dictionaries else self._arrow_schema
         self._rel = "/".join(p for p in ("data", self.prefix, f"{self.stem}-{self._counter:05d}.parquet") if p)
         self._counter += 1
         self.paths_started.append(f"{self.location}/{self._rel}")
         self._sink = self.io.open_output(f"{self.location}/{self._rel}")
-        self._writer = pq.ParquetWriter(self._sink, self._arrow_schema, compression="zstd",
+        self._writer = pq.ParquetWriter(self._sink, self._file_schema, compression="zstd",
                                         compression_level=self.options.compression_level, write_statistics=True,
                                         use_dictionary=self.encodings.use_dictionary,
-                                        column_encoding=self.encodings.column_encoding)
+                                        column_encoding=self.encodings.column_encoding, store_schema=False)
         self._rows_in_file = 0
+
+    def _as_file_schema(self, rows: pa.Table) -> pa.Table:
+        if not plain_schema(rows.schema).equals(self._arrow_schema):
+            raise SchemaError(f"rows of schema {rows.schema} do not match the table's {self._arrow_schema}")
+        return rows.cast(self._file_schema)
 
     def _finish(self) -> None:
         assert self._writer is not None

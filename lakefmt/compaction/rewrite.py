@@ -50,7 +50,7 @@ from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
-from lakefmt.write import RollingFileWriter, WriteOptions
+from lakefmt.write import RollingFileWriter, WriteOptions, plain_schema
 
 Method = Literal["stream", "merge", "memory-sort", "zorder"]
 Hook = Callable[[str, dict[str, Any]], None]
@@ -188,7 +188,7 @@ def _stream(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | Non
             ) -> Iterator[pa.RecordBatch]:
     for f in task.files:
         yield from iter_batches(io, _abs(task, f), task.schema, batch_rows=batch_rows, charge=throttle,
-                                size_hint=f.file_size_bytes)
+                                size_hint=f.file_size_bytes, keep_dictionaries=True)
 
 
 def _checked(batches: Iterator[pa.RecordBatch], acc: RowChecksum) -> Iterator[pa.RecordBatch]:
@@ -258,6 +258,21 @@ class _Sink:
     def flush(self) -> None:
         if not self._parts:
             return
-        table = pa.concat_tables(self._parts) if len(self._parts) > 1 else self._parts[0]
+        table = _concat(self._parts)
         self._parts, self._rows, self._bytes = [], 0, 0
         self.writer.write(table)
+
+
+def _concat(parts: list[pa.Table]) -> pa.Table:
+    """One table of ``parts``; a column that is a dictionary in every part gets one shared dictionary.
+
+    A column that is a dictionary in some parts only is decoded (the parts' schemas must agree).
+    """
+    schema = parts[0].schema
+    if any(not p.schema.equals(schema) for p in parts[1:]):
+        plain = plain_schema(schema)
+        parts = [p.cast(plain) if not p.schema.equals(plain) else p for p in parts]
+    table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    if any(pa.types.is_dictionary(t) for t in table.schema.types):
+        table = table.unify_dictionaries()  # one dictionary per column: the writer's fast path
+    return table

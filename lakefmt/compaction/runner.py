@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from lakefmt.commit import FileChange
+from lakefmt.compaction.leasing import PartitionLeases
 from lakefmt.compaction.options import STRATEGIES, CompactionOptions, Strategy
 from lakefmt.compaction.pacing import Pacer, QuietWindows, TokenBucket
 from lakefmt.compaction.planner import CompactionPlan, FileGroup, PartitionPlan, PlannerFile, plan_groups
@@ -34,7 +35,6 @@ from lakefmt.compaction.rewrite import Hook, RewriteResult, RewriteTask, rewrite
 from lakefmt.errors import CommitConflictError, CommitStateUnknownError, LakefmtError, ValidationError
 from lakefmt.expressions import Expression
 from lakefmt.hooks import checkpoint
-from lakefmt.leases import Leases
 from lakefmt.manifest_cache import read_entries, read_list
 from lakefmt.sorting import parse_sort_by
 
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from lakefmt.metadata import Snapshot, TableMetadata
     from lakefmt.table import Table
 
-LEASE_KIND = "partition"
 Progress = Callable[[int, int, GroupResult], None]
 Rewriter = Callable[[RewriteTask], RewriteResult]
 # Engines other than "local" live in integration packages above this one: looked up by name, never imported here.
@@ -205,10 +204,8 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
     if total == 0:
         return _result(table, plan, [], started, files_before, bytes_before, status="nothing-to-do")
     pacer = Pacer(TokenBucket.from_mb_per_s(plan.options.read_mb_per_s), should_pause)
-    leases = Leases(table.catalog)
-    owner = owner or default_owner()
-    table_uuid = table.metadata.table_uuid
-    ttl = plan.options.lease_seconds
+    leases = PartitionLeases(table, owner=owner or default_owner(), ttl=plan.options.lease_seconds,
+                             enabled=use_leases)
     results: list[GroupResult] = []
     held: dict[str, int] = {}  # lease key -> groups still running
     running: dict[Future[RewriteResult], tuple[FileGroup, str]] = {}
@@ -248,8 +245,7 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
                     queue.clear()
                     break
                 key = lease_key(table.metadata, part.spec_id, part.partition)
-                if use_leases and not leases.acquire(  # atomic; an expired lease is taken over (COMPACT-23)
-                        table_uuid, LEASE_KIND, key, owner=owner, ttl=ttl):
+                if not leases.start(key):  # atomic; an expired lease is taken over (COMPACT-23)
                     skip_partition(part, "lease-held", "another compactor holds this partition's lease")
                     continue
                 live = _live_paths_if_changed(table, plan.snapshot_id)
@@ -259,8 +255,7 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
                         finish(GroupResult(g.group_id, g.partition_label, "conflict", len(g.files), g.input_bytes,
                                            error="source files were removed since planning; not rewritten"))
                 if not groups:
-                    if use_leases:
-                        leases.release(table_uuid, LEASE_KIND, [key], owner=owner)
+                    leases.finished(key)
                     continue
                 held[key] = len(groups)
                 for g in groups:
@@ -270,27 +265,24 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for future in done:
                 group, key = running.pop(future)
-                finish(_commit_group(table, plan, group, future, hook, leases, key, owner, ttl, use_leases))
+                finish(_commit_group(table, plan, group, future, hook, lambda k=key: leases.renew_if_due(k)))
                 held[key] -= 1
                 if held[key] == 0:
                     del held[key]
-                    if use_leases:
-                        leases.release(table_uuid, LEASE_KIND, [key], owner=owner)
+                    leases.finished(key)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         for future in running:  # interrupted: rewritten but never committed, so nothing references them
             if future.done() and not future.cancelled() and future.exception() is None:
                 table.io.delete_many(list(future.result().output_paths))
-        if use_leases and held:
-            leases.release(table_uuid, LEASE_KIND, list(held), owner=owner)
+        leases.close()
     stopped = any(g.status == "stopped" for g in results)
     return _result(table, plan, results, started, files_before, bytes_before, throttled=pacer.throttled_seconds,
                    status="stopped" if stopped else "done")
 
 
 def _commit_group(table: Table, plan: CompactionPlan, group: FileGroup, future: Future[RewriteResult],
-                  hook: Hook | None, leases: Leases, key: str, owner: str, ttl: float,
-                  use_leases: bool) -> GroupResult:
+                  hook: Hook | None, renew_lease: Callable[[], None]) -> GroupResult:
     """Commit one rewritten group as a ``replace`` snapshot (COMPACT-18)."""
     base = GroupResult(group.group_id, group.partition_label, "failed", len(group.files), group.input_bytes)
     try:
@@ -300,8 +292,7 @@ def _commit_group(table: Table, plan: CompactionPlan, group: FileGroup, future: 
     outputs = list(rewritten.outputs)
     done = replace(base, output_files=len(outputs), output_bytes=rewritten.output_bytes, rows=rewritten.rows,
                    method=rewritten.method, seconds=rewritten.seconds)
-    if use_leases:
-        leases.acquire(table.metadata.table_uuid, LEASE_KIND, key, owner=owner, ttl=ttl)  # renew
+    renew_lease()
     if hook is not None:
         hook("before-commit", {"group_id": group.group_id, "paths": list(rewritten.output_paths)})
     checkpoint("compaction-before-commit")
@@ -321,8 +312,7 @@ def _commit_group(table: Table, plan: CompactionPlan, group: FileGroup, future: 
 
 
 def _live_paths_if_changed(table: Table, planned_snapshot_id: int | None) -> set[str] | None:
-    """The live file paths of the current snapshot, or None if it is still the planned one."""
-    table.refresh()
+    """The live file paths of the (just refreshed) current snapshot, or None if it is still the planned one."""
     snapshot = table.metadata.current_snapshot
     if snapshot is None or snapshot.snapshot_id == planned_snapshot_id:
         return None

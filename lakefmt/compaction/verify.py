@@ -126,8 +126,11 @@ class RowChecksum:
         self.buffer_rows = buffer_rows
 
     def update(self, data: pa.Table | pa.RecordBatch) -> None:
+        """Add rows; string columns may be dictionary arrays (DuckDB hashes their values)."""
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
         with self._lock:
+            if self._pending and not self._pending[0].schema.equals(table.schema):
+                self._drain()  # buffered tables are concatenated, so they share one schema
             self._pending.append(table)
             self._pending_rows += table.num_rows
             if self._pending_rows >= self.buffer_rows:

@@ -21,11 +21,11 @@ import pyarrow.parquet as pq
 
 from lakefmt.conversions import from_bytes, to_physical
 from lakefmt.errors import LakefmtError
+from lakefmt.footer import data_file_from_footer
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Field, Schema, arrow_field_id
-from lakefmt.footer import data_file_from_footer
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from lakefmt.compaction.leasing import LEASE_KIND
 from lakefmt.compaction.results import GroupResult
-from lakefmt.compaction.runner import LEASE_KIND, lease_key
+from lakefmt.compaction.runner import lease_key
 from lakefmt.errors import CatalogLockTimeoutError, LakefmtError
 from lakefmt.leases import Leases
 from lakefmt.manifest_cache import read_list

@@ -9,8 +9,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from lakefmt.compaction import QuietWindows, TokenBucket
+from lakefmt.compaction.leasing import LEASE_KIND
 from lakefmt.compaction.manifests import planning_seconds
-from lakefmt.compaction.runner import LEASE_KIND, lease_key, plan_table, run_plan
+from lakefmt.compaction.runner import lease_key, plan_table, run_plan
 from lakefmt.errors import ValidationError
 from lakefmt.leases import Leases
 from lakefmt.manifest_io import read_manifest, read_manifest_list

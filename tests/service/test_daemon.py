@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 import lakefmt
-from lakefmt.compaction.runner import LEASE_KIND
+from lakefmt.compaction.leasing import LEASE_KIND
 from lakefmt.errors import NoSuchTableError, ValidationError
 from lakefmt.leases import Leases
 from lakefmt.service import daemon as daemon_module

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 import lakefmt
-from lakefmt.compaction.runner import LEASE_KIND
+from lakefmt.compaction.leasing import LEASE_KIND
 from lakefmt.leases import Leases
 from tests.conftest import rows
 from tests.service.conftest import TOKEN, small_files_table
