@@ -229,42 +229,49 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
 
     # At most max-concurrent-groups rewrites at once (COMPACT-27).
     pool = ThreadPoolExecutor(max_workers=plan.options.max_concurrent_groups, thread_name_prefix="lakefmt-compact")
+    committing: list[tuple[Future[RewriteResult], tuple[FileGroup, str]]] = []
+
+    def start_partitions() -> None:
+        while queue and len(running) < plan.options.max_concurrent_groups:
+            part = queue.pop(0)
+            if should_stop is not None and should_stop():  # COMPACT-31: start nothing more
+                for rest in (part, *queue):
+                    skip_partition(rest, "stopped", "the run was stopped before this partition started")
+                queue.clear()
+                break
+            if respect_windows and windows.contains(now()):
+                skip_partition(part, "quiet-window")
+                for rest in queue:
+                    skip_partition(rest, "quiet-window")
+                queue.clear()
+                break
+            key = lease_key(table.metadata, part.spec_id, part.partition)
+            if not leases.start(key):  # atomic; an expired lease is taken over (COMPACT-23)
+                skip_partition(part, "lease-held", "another compactor holds this partition's lease")
+                continue
+            live = _live_paths_if_changed(table, plan.snapshot_id)
+            groups = [g for g in part.groups if live is None or all(f.path in live for f in g.files)]
+            for g in part.groups:
+                if g not in groups:  # another writer replaced its files since planning (COMPACT-18)
+                    finish(GroupResult(g.group_id, g.partition_label, "conflict", len(g.files), g.input_bytes,
+                                       error="source files were removed since planning; not rewritten"))
+            if not groups:
+                leases.finished(key)
+                continue
+            held[key] = len(groups)
+            for g in groups:
+                running[pool.submit(work, make_task(table, plan, g))] = (g, key)
+
     try:
         while queue or running:
-            while queue and len(running) < plan.options.max_concurrent_groups:
-                part = queue.pop(0)
-                if should_stop is not None and should_stop():  # COMPACT-31: start nothing more
-                    for rest in (part, *queue):
-                        skip_partition(rest, "stopped", "the run was stopped before this partition started")
-                    queue.clear()
-                    break
-                if respect_windows and windows.contains(now()):
-                    skip_partition(part, "quiet-window")
-                    for rest in queue:
-                        skip_partition(rest, "quiet-window")
-                    queue.clear()
-                    break
-                key = lease_key(table.metadata, part.spec_id, part.partition)
-                if not leases.start(key):  # atomic; an expired lease is taken over (COMPACT-23)
-                    skip_partition(part, "lease-held", "another compactor holds this partition's lease")
-                    continue
-                live = _live_paths_if_changed(table, plan.snapshot_id)
-                groups = [g for g in part.groups if live is None or all(f.path in live for f in g.files)]
-                for g in part.groups:
-                    if g not in groups:  # another writer replaced its files since planning (COMPACT-18)
-                        finish(GroupResult(g.group_id, g.partition_label, "conflict", len(g.files), g.input_bytes,
-                                           error="source files were removed since planning; not rewritten"))
-                if not groups:
-                    leases.finished(key)
-                    continue
-                held[key] = len(groups)
-                for g in groups:
-                    running[pool.submit(work, make_task(table, plan, g))] = (g, key)
+            start_partitions()
             if not running:
                 continue
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for future in done:
-                group, key = running.pop(future)
+            committing.extend((future, running.pop(future)) for future in done)
+            start_partitions()  # the next rewrites start before these commits: no core waits on a commit
+            while committing:
+                future, (group, key) = committing.pop(0)  # from here on its outputs are the commit's to clean up
                 finish(_commit_group(table, plan, group, future, hook, lambda k=key: leases.renew_if_due(k)))
                 held[key] -= 1
                 if held[key] == 0:
@@ -272,7 +279,7 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
                     leases.finished(key)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        for future in running:  # interrupted: rewritten but never committed, so nothing references them
+        for future in [*running, *(f for f, _ in committing)]:  # rewritten, commit never tried: unreferenced
             if future.done() and not future.cancelled() and future.exception() is None:
                 table.io.delete_many(list(future.result().output_paths))
         leases.close()

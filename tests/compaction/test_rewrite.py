@@ -98,7 +98,7 @@ def test_schema_drift_inputs(local_catalog):
 
 def test_sort_and_zorder_tighten_clustering(local_catalog):
     """After sort (Z-order), a point query plans far fewer files than before."""
-    props = {"compaction.target-file-size-bytes": "24000"}
+    props = {"compaction.target-file-size-bytes": "12000"}
     t = small_files_table(local_catalog, appends=12, rows=1500, properties=props)
     query = "payload_id = 3"
     before = len(t.plan_files(query))
