@@ -143,7 +143,7 @@ def commit_path_breakdown() -> Breakdown:
     b.wrap(commit.SnapshotProducer, "build", "manifests + manifest list")
     b.wrap_context(catalog.Catalog, "session", "catalog session (lock+open+work+close)")
     b.wrap(catalog.fcntl, "flock", "  waiting for the catalog lock")
-    b.wrap(catalog.Catalog, "_connect", "  duckdb open")
+    b.wrap(catalog.Catalog, "_attach", "  attach the catalog file")
     b.wrap(catalog.CatalogSession, "compare_and_swap", "  CAS transaction")
     b.wrap(commit, "apply_updates", "  apply updates")
     b.wrap(metadata.TableMetadata, "dumps", "  metadata JSON serialize")

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 CATALOG_FILE = "catalog.duckdb"
+_ATTACHED = "lakefmt_file"  # the catalog file's name inside a session (CAT-6)
 _SCHEMA_SQL = [
     "CREATE TABLE IF NOT EXISTS lakefmt_catalog (key VARCHAR PRIMARY KEY, value VARCHAR)",
     """CREATE TABLE IF NOT EXISTS namespaces (
@@ -174,6 +175,8 @@ class Catalog:
         self.catalog_path = normalize_location(catalog_path)
         self.lock_timeout = lock_timeout
         self._thread_lock = threading.Lock()
+        self._duckdb: duckdb.DuckDBPyConnection | None = None
+        self._duckdb_pid = 0
         os.makedirs(os.path.dirname(self.catalog_path), exist_ok=True)
         with self.session() as s:
             for sql in _SCHEMA_SQL:
@@ -190,24 +193,48 @@ class Catalog:
     # -- locking ---------------------------------------------------------------
     @contextlib.contextmanager
     def session(self) -> Iterator[CatalogSession]:
-        """Exclusive access to the catalog file for one short unit of work (CAT-6)."""
+        """Exclusive access to the catalog file for one short unit of work (CAT-6).
+
+        The file is attached to this process's own in-memory DuckDB instance for the
+        session and detached at its end, which releases DuckDB's file lock exactly as
+        closing a connection does, for ~1 ms instead of the ~11 ms it costs to start a
+        DuckDB instance per session.
+        """
         with self._thread_lock, open(self.catalog_path + ".lock", "a+b") as lock_file:
             fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
             try:
-                con = self._connect()
+                con = self._attach()
                 try:
                     yield CatalogSession(con)
                 finally:
-                    con.close()
+                    self._detach(con)
             finally:
                 fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
+    def _instance(self) -> duckdb.DuckDBPyConnection:
+        """This process's in-memory DuckDB instance (a forked child starts its own)."""
+        if self._duckdb is None or self._duckdb_pid != os.getpid():
+            self._duckdb, self._duckdb_pid = duckdb.connect(config={"threads": 1}), os.getpid()
+        return self._duckdb
+
+    def _detach(self, con: duckdb.DuckDBPyConnection) -> None:
+        try:
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")  # a unit of work left open by an error
+            con.execute(f"USE memory; DETACH {_ATTACHED}")
+        except duckdb.Error:
+            self._duckdb = None  # closing the instance is sure to release the file
+            con.close()
+
+    def _attach(self) -> duckdb.DuckDBPyConnection:
         deadline = time.monotonic() + self.lock_timeout
         delay = 0.005
+        path = self.catalog_path.replace("'", "''")
         while True:
+            con = self._instance()
             try:
-                return duckdb.connect(self.catalog_path, config={"threads": 1})
+                con.execute(f"ATTACH '{path}' AS {_ATTACHED}; USE {_ATTACHED}")
+                return con
             except duckdb.IOException as exc:
                 # Another program (not following CAT-6) holds DuckDB's file lock.
                 if "lock" not in str(exc).lower() or time.monotonic() > deadline:

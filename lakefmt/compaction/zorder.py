@@ -35,9 +35,6 @@ import pyarrow.compute as pc
 from lakefmt.compaction.ranks import dense_rank
 from lakefmt.errors import ValidationError
 
-_ONE = pa.scalar(1, pa.uint64())
-
-
 def dense_ranks(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, int]:
     """Dense ranks of ``column`` minus one (uint64, nulls ranked last), and the bit width they need."""
     ranks, count = dense_rank(column, "ascending", "at_end")
@@ -83,7 +80,7 @@ def _assemble(columns: list[_Column], rows: int) -> pa.Array:
         values = pa.array(range(column.count), pa.uint64()) if column.count < len(column.ranks) else column.ranks
         part = pa.repeat(pa.scalar(0, pa.uint64()), len(values))
         for src, position in column.bits:
-            bit = pc.bit_wise_and(pc.shift_right(values, pa.scalar(src, pa.uint64())), _ONE)
+            bit = pc.bit_wise_and(pc.shift_right(values, pa.scalar(src, pa.uint64())), pa.scalar(1, pa.uint64()))
             part = pc.bit_wise_or(part, pc.shift_left(bit, pa.scalar(position, pa.uint64())))
         if values is not column.ranks:
             part = part.take(column.ranks)
