@@ -249,7 +249,7 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
             if not leases.start(key):  # atomic; an expired lease is taken over (COMPACT-23)
                 skip_partition(part, "lease-held", "another compactor holds this partition's lease")
                 continue
-            live = _live_paths_if_changed(table, plan.snapshot_id)
+            live = _live_paths_if_changed(table, plan.snapshot_id, {g.snapshot_id for g in results})
             groups = [g for g in part.groups if live is None or all(f.path in live for f in g.files)]
             for g in part.groups:
                 if g not in groups:  # another writer replaced its files since planning (COMPACT-18)
@@ -318,12 +318,21 @@ def _commit_group(table: Table, plan: CompactionPlan, group: FileGroup, future: 
     return replace(done, status="committed", snapshot_id=snapshot.snapshot_id)
 
 
-def _live_paths_if_changed(table: Table, planned_snapshot_id: int | None) -> set[str] | None:
-    """The live file paths of the (just refreshed) current snapshot, or None if it is still the planned one."""
-    snapshot = table.metadata.current_snapshot
-    if snapshot is None or snapshot.snapshot_id == planned_snapshot_id:
+def _live_paths_if_changed(table: Table, planned_snapshot_id: int | None, own: set[int | None]
+                           ) -> set[str] | None:
+    """The live file paths of the (just refreshed) current snapshot, or None if nobody else changed it.
+
+    ``own`` holds the snapshots this run committed: replaces of other partitions' files,
+    which cannot remove a file of a partition not yet started.
+    """
+    meta = table.metadata
+    parents = {s.snapshot_id: s.parent_snapshot_id for s in meta.snapshots}
+    snapshot_id = meta.current_snapshot_id
+    while snapshot_id != planned_snapshot_id and snapshot_id in own and snapshot_id in parents:
+        snapshot_id = parents[snapshot_id]
+    if snapshot_id == planned_snapshot_id:
         return None
-    return {f.data_file.path for f in live_files(table, snapshot, None)}
+    return {f.data_file.path for f in live_files(table, meta.current_snapshot, None)}
 
 
 def _totals(meta: TableMetadata) -> tuple[int, int]:
