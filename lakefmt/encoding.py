@@ -10,7 +10,12 @@ partition of 4.8 million Artemis-like rows (pyarrow 26, ZSTD 3): with a dictiona
 while ``mission_id`` and ``sensor_kind`` wrote 2-3x smaller with one. Near-unique
 integers and timestamps (``ts``, ``seq``) are written ``DELTA_BINARY_PACKED``: on the
 same rows, 22% less write CPU and 10% fewer bytes than plain, because ZSTD then
-compresses small deltas instead of 8-byte values.
+compresses small deltas instead of 8-byte values. Some columns ZSTD cannot shrink at
+all: random doubles (``value``, 6% saved) and delta-packed timestamps that arrive in
+random order within a window (``ts``, 0% saved) cost half of their write time in ZSTD
+for that, so a column saving less than :data:`MIN_ZSTD_SAVING` in a trial write of the
+sample is stored uncompressed: 15% less CPU for a whole bin-pack rewrite (reading and
+verifying included) for 3% more bytes on that data.
 
 :func:`choose_encodings` decides per column from a sample of the rows: a top-level
 column keeps its dictionary unless at least :data:`HIGH_CARDINALITY_RATIO` of the
@@ -40,14 +45,22 @@ import pyarrow.parquet as pq
 SAMPLE_ROWS = 16_384
 MIN_SAMPLE_ROWS = 1_024
 HIGH_CARDINALITY_RATIO = 0.9
+MIN_ZSTD_SAVING = 0.1
 
 
 @dataclass(frozen=True)
 class Encodings:
-    """pyarrow's ``use_dictionary`` and ``column_encoding`` for one file's columns."""
+    """pyarrow's ``use_dictionary``, ``column_encoding`` and ``compression`` for one file's columns."""
 
     use_dictionary: bool | list[str] = True
     column_encoding: dict[str, str] | None = None
+    compression: str | dict[str, str] = "zstd"  # pyarrow's: one codec, or one per leaf path
+
+    def compression_level(self, level: int) -> int | dict[str, int]:
+        """pyarrow's ``compression_level``: ``level`` for every ZSTD column (none for uncompressed ones)."""
+        if isinstance(self.compression, str):
+            return level
+        return {path: level for path, codec in self.compression.items() if codec == "zstd"}
 
 
 DEFAULT = Encodings()
@@ -91,11 +104,13 @@ def _delta_packable(dtype: pa.DataType) -> bool:
             or pa.types.is_timestamp(dtype) or pa.types.is_time32(dtype) or pa.types.is_time64(dtype))
 
 
-def choose_encodings(sample: pa.Table) -> Encodings:
+def choose_encodings(sample: pa.Table, compression_level: int = 3) -> Encodings:
     """The encodings for a file whose rows look like ``sample`` (its first rows are used).
 
     Every column keeps its dictionary except the high-cardinality top-level primitive
-    ones, which are written plain, or ``DELTA_BINARY_PACKED`` when stored as integers.
+    ones, which are written plain, or ``DELTA_BINARY_PACKED`` when stored as integers;
+    of those, the ones ZSTD does not shrink by :data:`MIN_ZSTD_SAVING` are stored
+    uncompressed (:func:`incompressible`).
     """
     sample = sample.slice(0, SAMPLE_ROWS)
     plain = {i for i, (field, column) in enumerate(zip(sample.schema, sample.columns))
@@ -103,7 +118,29 @@ def choose_encodings(sample: pa.Table) -> Encodings:
              and high_cardinality(column)}
     if not plain:
         return DEFAULT
-    dictionary = [path for owner, path in leaf_paths(sample.schema) if owner not in plain]
+    leaves = leaf_paths(sample.schema)
+    dictionary = [path for owner, path in leaves if owner not in plain]
     delta = {sample.schema.field(i).name: "DELTA_BINARY_PACKED" for i in sorted(plain)
              if _delta_packable(sample.schema.field(i).type)}
-    return Encodings(dictionary, delta or None)
+    raw = incompressible(sample.select(sorted(plain)), delta, compression_level)
+    compression = {path: "none" if path in raw else "zstd" for _, path in leaves} if raw else "zstd"
+    return Encodings(dictionary, delta or None, compression)
+
+
+def incompressible(columns: pa.Table, column_encoding: dict[str, str], compression_level: int
+                   ) -> tuple[str, ...]:
+    """The columns of ``columns`` (plain or delta-encoded) that ZSTD shrinks by less than
+    :data:`MIN_ZSTD_SAVING`, measured by writing them once with ZSTD."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(columns, sink, compression="zstd", compression_level=compression_level, use_dictionary=False,
+                   column_encoding={k: v for k, v in column_encoding.items() if k in columns.column_names} or None,
+                   store_schema=False)
+    footer = pq.read_metadata(pa.BufferReader(sink.getvalue()))
+    out = []
+    for i in range(footer.num_columns):
+        chunks = [footer.row_group(g).column(i) for g in range(footer.num_row_groups)]
+        stored = sum(c.total_compressed_size for c in chunks)
+        raw = sum(c.total_uncompressed_size for c in chunks)
+        if raw and stored > (1 - MIN_ZSTD_SAVING) * raw:
+            out.append(chunks[0].path_in_schema)
+    return tuple(out)

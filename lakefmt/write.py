@@ -226,7 +226,7 @@ class RollingFileWriter:
         while offset < rows.num_rows:
             if self._writer is None:
                 if self.encodings is None:
-                    self.encodings = choose_encodings(rows.slice(offset))
+                    self.encodings = choose_encodings(rows.slice(offset), self.options.compression_level)
                 self._open(rows.schema)
             if not rows.schema.equals(self._file_schema):
                 rows = self._as_file_schema(rows)
@@ -248,8 +248,10 @@ class RollingFileWriter:
         self._counter += 1
         self.paths_started.append(f"{self.location}/{self._rel}")
         self._sink = self.io.open_output(f"{self.location}/{self._rel}")
-        self._writer = pq.ParquetWriter(self._sink, self._file_schema, compression="zstd",
-                                        compression_level=self.options.compression_level, write_statistics=True,
+        self._writer = pq.ParquetWriter(self._sink, self._file_schema,
+                                        compression=self.encodings.compression,
+                                        compression_level=self.encodings.compression_level(
+                                            self.options.compression_level), write_statistics=True,
                                         use_dictionary=self.encodings.use_dictionary,
                                         column_encoding=self.encodings.column_encoding, store_schema=False)
         self._rows_in_file = 0

@@ -219,6 +219,31 @@ def test_high_cardinality_columns_are_written_without_dictionary(local_catalog):
                for i in range(footer.num_columns)}
     assert not by_name["ts"].has_dictionary_page and not by_name["value"].has_dictionary_page
     assert by_name["sensor_kind"].has_dictionary_page and by_name["payload_id"].has_dictionary_page
+    assert "DELTA_BINARY_PACKED" in by_name["ts"].encodings  # WRITE-7: a near-unique timestamp
+    assert "DELTA_BINARY_PACKED" not in by_name["value"].encodings  # a double: plain
+
+
+def test_binpack_mixes_dictionary_and_plain_string_inputs(local_catalog):
+    """Bin-pack keeps dictionary-encoded strings as dictionaries; inputs that store the same column
+    plain (near-unique values) are decoded alongside, and every row comes out unchanged."""
+    schema = pa.schema([("k", pa.string()), ("n", pa.int64())])
+    t = local_catalog.create_table("db.strings", schema)
+    few = pa.table({"k": pa.array(["a", "b", None, "c"] * 600), "n": pa.array(range(2400), pa.int64())})
+    many = pa.table({"k": pa.array([f"id-{i}" for i in range(3000)]), "n": pa.array(range(3000), pa.int64())})
+    for data in (few, many, few, many, few):
+        t.append(data)
+    stored = set()
+    for f in t.plan_files():
+        column = pq.ParquetFile(f"{t.location}/{f.path}").metadata.row_group(0).column(0)
+        stored.add(column.has_dictionary_page)
+    assert stored == {True, False}  # both kinds of input are in the group
+    before = t.scan().to_arrow()
+    result = t.compaction.run("binpack", min_age_seconds=0, min_input_files=2)
+    assert result.groups_committed == 1 and result.files_rewritten == 5
+    assert rows(t.scan().to_arrow()) == rows(before)
+    assert t.scan().to_arrow().schema.field("k").type == pa.string()  # never a dictionary to readers
+    (f,) = t.plan_files()
+    assert pq.read_schema(f"{t.location}/{f.path}").field("k").type == pa.string()  # nor in the file
 
 
 def test_rank_sort_and_compact_zorder_match_the_definitions():

@@ -1,0 +1,70 @@
+"""Column encodings chosen by writers (WRITE-7)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakefmt.encoding import DEFAULT, choose_encodings
+
+N = 5000
+
+
+def sample() -> pa.Table:
+    return pa.table({
+        "ts": pa.array(range(N), pa.timestamp("us", tz="UTC")),
+        "seq": pa.array(range(N), pa.int64()),
+        "day": pa.array([i % 7 for i in range(N)], pa.date32()),
+        "value": pa.array([i * 0.5 for i in range(N)], pa.float64()),
+        "name": pa.array([f"n{i}" for i in range(N)]),
+        "kind": pa.array(["a", "b"] * (N // 2)),
+        "flag": pa.array([i % 2 == 0 for i in range(N)]),
+    })
+
+
+def test_near_unique_columns_lose_the_dictionary():
+    enc = choose_encodings(sample())
+    assert enc.use_dictionary == ["day", "kind", "flag"]
+    assert enc.column_encoding == {"ts": "DELTA_BINARY_PACKED", "seq": "DELTA_BINARY_PACKED"}
+
+
+def test_small_or_repetitive_samples_keep_pyarrows_default():
+    assert choose_encodings(sample().slice(0, 100)) == DEFAULT  # too few rows to tell
+    assert choose_encodings(sample().select(["kind", "day"])) == DEFAULT
+    dictionary = sample().select(["name"]).cast(pa.schema([("name", pa.dictionary(pa.int32(), pa.string()))]))
+    assert choose_encodings(dictionary) == DEFAULT  # arrives as a dictionary: keeps it
+
+
+def test_appended_files_use_the_chosen_encodings(local_catalog):
+    t = local_catalog.create_table("db.enc", sample().schema)
+    t.append(sample())
+    (f,) = t.plan_files()
+    footer = pq.ParquetFile(f"{t.location}/{f.path}").metadata
+    chunks = {footer.row_group(0).column(i).path_in_schema: footer.row_group(0).column(i)
+              for i in range(footer.num_columns)}
+    assert "DELTA_BINARY_PACKED" in chunks["ts"].encodings and not chunks["ts"].has_dictionary_page
+    assert not chunks["value"].has_dictionary_page and not chunks["name"].has_dictionary_page
+    assert chunks["kind"].has_dictionary_page
+    assert t.scan().to_arrow().equals(sample())
+
+
+def test_columns_zstd_cannot_shrink_are_stored_uncompressed(local_catalog):
+    import random
+
+    rng = random.Random(7)
+    data = pa.table({
+        "noise": pa.array([rng.random() for _ in range(N)], pa.float64()),  # random mantissas: ZSTD saves ~5%
+        "seq": pa.array(range(N), pa.int64()),  # deltas of 1: ZSTD shrinks them to almost nothing
+        "kind": pa.array(["a", "b"] * (N // 2)),
+    })
+    enc = choose_encodings(data)
+    assert enc.compression == {"noise": "none", "seq": "zstd", "kind": "zstd"}
+    assert enc.compression_level(3) == {"seq": 3, "kind": 3}
+    t = local_catalog.create_table("db.noise", data.schema)
+    t.append(data)
+    (f,) = t.plan_files()
+    footer = pq.ParquetFile(f"{t.location}/{f.path}").metadata
+    codecs = {footer.row_group(0).column(i).path_in_schema: footer.row_group(0).column(i).compression
+              for i in range(footer.num_columns)}
+    assert codecs == {"noise": "UNCOMPRESSED", "seq": "ZSTD", "kind": "ZSTD"}
+    assert t.scan().to_arrow().equals(data)
