@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -98,6 +99,10 @@ class Schema:
         return Schema(tuple(self.find(n) for n in names), self.schema_id)
 
     def to_arrow(self) -> pa.Schema:
+        return self._arrow
+
+    @cached_property
+    def _arrow(self) -> pa.Schema:  # built once: readers and writers ask for it per file and per batch
         return pa.schema([f.to_arrow() for f in self.fields])
 
     def to_json(self) -> dict[str, Any]:
