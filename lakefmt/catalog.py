@@ -294,7 +294,7 @@ class Catalog:
         with self.session() as s:
             if self._table_exists(s, namespace, name):
                 raise TableExistsError(f"table {namespace}.{name} already exists")
-            self.io.write_bytes(metadata_location, metadata.dumps().encode())
+            self.io.write_bytes(metadata_location, metadata.dump_bytes())
             now = _utcnow()
             if not self._namespace_exists(s, namespace):
                 s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)", [namespace, "{}", now])

@@ -80,7 +80,7 @@ class SnapshotProducer:
         """Updates that apply the change to ``base``, and the files this attempt wrote."""
         for requirement in self.change.requirements:
             requirement.check(base)
-        while any(s.snapshot_id == self.snapshot_id for s in base.snapshots):
+        while base.has_snapshot(self.snapshot_id):
             self.snapshot_id = new_snapshot_id()
         self._validate_concurrent_additions(base)
         sequence = base.last_sequence_number + 1
@@ -338,7 +338,7 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                                          metadata_log_max=int_property(base.properties, METADATA_PREVIOUS_MAX))
                 unique = f"{token}-{uuid.uuid4().hex[:16]}" if token else str(uuid.uuid4())
                 new_location = f"{base.location}/metadata/v{_version(current) + 1:06d}-{unique}.metadata.json"
-                io.write_bytes(new_location, new_meta.dumps().encode())
+                io.write_bytes(new_location, new_meta.dump_bytes())
                 attempt_files.append(new_location)
                 checkpoint("after-metadata-file")
             except BaseException:
@@ -347,8 +347,8 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
             checkpoint("before-swap")
             new_snapshot = new_meta.current_snapshot
             # CAT-5: only a snapshot this commit added is logged (a rollback moves to an old one).
-            if new_snapshot is not None and len(new_meta.snapshots) > len(base.snapshots) and all(
-                    s.snapshot_id != new_snapshot.snapshot_id for s in base.snapshots):
+            if new_snapshot is not None and len(new_meta.snapshots) > len(base.snapshots) and \
+                    not base.has_snapshot(new_snapshot.snapshot_id):
                 log_summary = {**(summary or {}), **new_snapshot.summary}  # CAT-5: the snapshot's summary
                 log_snapshot_id = new_snapshot.snapshot_id
             else:

@@ -8,7 +8,7 @@ read the new base, check the requirements, apply the same updates, swap again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Union
 
 from lakefmt.errors import CommitConflictError, ValidationError
@@ -105,43 +105,42 @@ def apply_updates(base: TableMetadata, updates: list[Update], *, timestamp_ms: i
     if previous_location is not None:
         log.append(LogEntry(base.last_updated_ms, previous_location))
     log = log[-metadata_log_max:]
-    return replace(meta, last_updated_ms=max(timestamp_ms, base.last_updated_ms), metadata_log=tuple(log))
+    return meta.evolve(last_updated_ms=max(timestamp_ms, base.last_updated_ms), metadata_log=tuple(log))
 
 
 def _apply_one(meta: TableMetadata, update: Update, timestamp_ms: int) -> TableMetadata:
     if isinstance(update, AddSnapshot):
         snap = update.snapshot
-        if any(s.snapshot_id == snap.snapshot_id for s in meta.snapshots):
+        if meta.has_snapshot(snap.snapshot_id):
             raise ValidationError(f"snapshot id {snap.snapshot_id} already exists")
         if snap.sequence_number <= meta.last_sequence_number:
             raise ValidationError(f"sequence number {snap.sequence_number} is not above "
                                   f"{meta.last_sequence_number} (SNAP-3)")
-        return replace(meta, snapshots=(*meta.snapshots, snap), last_sequence_number=snap.sequence_number)
+        return meta.evolve(snapshots=(*meta.snapshots, snap), last_sequence_number=snap.sequence_number)
     if isinstance(update, SetCurrentSnapshot):
         if update.snapshot_id is not None:
             meta.snapshot_by_id(update.snapshot_id)
             log = (*meta.snapshot_log, LogEntry(timestamp_ms, update.snapshot_id))
         else:
             log = meta.snapshot_log
-        return replace(meta, current_snapshot_id=update.snapshot_id, snapshot_log=log)
+        return meta.evolve(current_snapshot_id=update.snapshot_id, snapshot_log=log)
     if isinstance(update, RemoveSnapshots):
         if meta.current_snapshot_id in update.snapshot_ids:
             raise ValidationError("the current snapshot cannot be removed")
-        return replace(
-            meta,
+        return meta.evolve(
             snapshots=tuple(s for s in meta.snapshots if s.snapshot_id not in update.snapshot_ids),
             snapshot_log=tuple(e for e in meta.snapshot_log if e.value not in update.snapshot_ids),
         )
     if isinstance(update, AddSchema):
-        return replace(meta, schemas=(*meta.schemas, update.schema),
+        return meta.evolve(schemas=(*meta.schemas, update.schema),
                        last_column_id=max(meta.last_column_id, update.last_column_id))
     if isinstance(update, SetCurrentSchema):
         meta.schema_by_id(update.schema_id)
-        return replace(meta, current_schema_id=update.schema_id)
+        return meta.evolve(current_schema_id=update.schema_id)
     if isinstance(update, SetProperties):
         props = dict(meta.properties)
         props.update(dict(update.updates))
-        return replace(meta, properties=props)
+        return meta.evolve(properties=props)
     if isinstance(update, RemoveProperties):
-        return replace(meta, properties={k: v for k, v in meta.properties.items() if k not in update.names})
+        return meta.evolve(properties={k: v for k, v in meta.properties.items() if k not in update.names})
     raise TypeError(f"unknown update {update!r}")
