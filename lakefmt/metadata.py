@@ -9,7 +9,6 @@ its JSON form; nothing here does I/O beyond :func:`read_metadata`.
 from __future__ import annotations
 
 import json
-import operator
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
@@ -237,10 +236,17 @@ class TableMetadata:
                                   ("_snapshot_log_json", "snapshot_log", _log_entry_text)):
             joined = self.__dict__.get(cache)
             before, after = getattr(self, name), getattr(new, name)
-            if joined is None or len(after) < len(before) or not all(map(operator.is_, before, after)):
+            # Tuple equality checks identity first, element by element: C speed for a shared prefix.
+            if joined is None or len(after) < len(before) or after[:len(before)] != before:
                 continue
             added = b",".join([text(x) for x in after[len(before):]])
             new.__dict__[cache] = joined + b"," + added if joined and added else joined or added
+        index = self.__dict__.get("_snapshots_by_id")
+        old = self.snapshots
+        if index is not None and new.snapshots is old:
+            new.__dict__["_snapshots_by_id"] = index
+        elif index is not None and len(new.snapshots) >= len(old) and new.snapshots[:len(old)] == old:
+            new.__dict__["_snapshots_by_id"] = {**index, **{s.snapshot_id: s for s in new.snapshots[len(old):]}}
         return new
 
     @staticmethod

@@ -258,3 +258,25 @@ def test_metadata_json_round_trip(tmp_path: Path):
     again = TableMetadata.loads(text)
     assert again.dumps() == text
     assert [s.snapshot_id for s in again.snapshots] == [s.snapshot_id for s in meta.snapshots]
+
+
+def test_metadata_text_carried_between_versions_matches_a_fresh_serialization(local_catalog):
+    """Commits reuse the previous version's joined snapshot text (TableMetadata.evolve); every
+    version written must still be exactly the JSON of its own content, also after expiry."""
+    import json
+    from datetime import timedelta
+
+    t = local_catalog.create_table("db.carry", pa.schema([("id", pa.int64())]))
+    for i in range(6):
+        t.append(pa.table({"id": [i]}))
+        text = Path(t.metadata_location).read_text()
+        assert text == json.dumps(t.metadata.to_json(), separators=(",", ":"))
+    assert "_snapshots_json" in t.metadata.__dict__  # the carried text was used
+    first = t.metadata.snapshots[0].snapshot_id
+    t.maintenance.expire_snapshots(retain_last=2, older_than=timedelta(0))
+    meta = t.metadata
+    assert len(meta.snapshots) == 2 and not meta.has_snapshot(first)
+    assert Path(t.metadata_location).read_text() == json.dumps(meta.to_json(), separators=(",", ":"))
+    t.append(pa.table({"id": [99]}))
+    assert Path(t.metadata_location).read_text() == json.dumps(t.metadata.to_json(), separators=(",", ":"))
+    assert t.metadata.snapshot_by_id(t.metadata.current_snapshot_id).operation == "append"
