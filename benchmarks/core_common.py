@@ -146,7 +146,7 @@ def commit_path_breakdown() -> Breakdown:
     b.wrap(catalog.Catalog, "_attach", "  attach the catalog file")
     b.wrap(catalog.CatalogSession, "compare_and_swap", "  CAS transaction")
     b.wrap(commit, "apply_updates", "  apply updates")
-    b.wrap(metadata.TableMetadata, "dumps", "  metadata JSON serialize")
+    b.wrap(metadata.TableMetadata, "dump_bytes", "  metadata JSON serialize")
     return b
 
 
