@@ -104,12 +104,14 @@ def _delta_packable(dtype: pa.DataType) -> bool:
             or pa.types.is_timestamp(dtype) or pa.types.is_time32(dtype) or pa.types.is_time64(dtype))
 
 
-def choose_encodings(sample: pa.Table, compression_level: int = 3) -> Encodings:
+def choose_encodings(sample: pa.Table, compression_level: int = 3,
+                     min_saving: float = MIN_ZSTD_SAVING) -> Encodings:
     """The encodings for a file whose rows look like ``sample`` (its first rows are used).
 
     Every column keeps its dictionary except the high-cardinality top-level primitive
     ones, which are written plain, or ``DELTA_BINARY_PACKED`` when stored as integers;
-    of those, the ones ZSTD does not shrink by :data:`MIN_ZSTD_SAVING` are stored
+    of those, the ones ZSTD does not shrink by ``min_saving`` (the table's
+    ``write.parquet.min-compression-saving``; 0 compresses every column) are stored
     uncompressed (:func:`incompressible`).
     """
     sample = sample.slice(0, SAMPLE_ROWS)
@@ -122,15 +124,16 @@ def choose_encodings(sample: pa.Table, compression_level: int = 3) -> Encodings:
     dictionary = [path for owner, path in leaves if owner not in plain]
     delta = {sample.schema.field(i).name: "DELTA_BINARY_PACKED" for i in sorted(plain)
              if _delta_packable(sample.schema.field(i).type)}
-    raw = incompressible(sample.select(sorted(plain)), delta, compression_level)
+    raw = incompressible(sample.select(sorted(plain)), delta, compression_level, min_saving) if min_saving > 0 \
+        else ()
     compression = {path: "none" if path in raw else "zstd" for _, path in leaves} if raw else "zstd"
     return Encodings(dictionary, delta or None, compression)
 
 
-def incompressible(columns: pa.Table, column_encoding: dict[str, str], compression_level: int
-                   ) -> tuple[str, ...]:
+def incompressible(columns: pa.Table, column_encoding: dict[str, str], compression_level: int,
+                   min_saving: float = MIN_ZSTD_SAVING) -> tuple[str, ...]:
     """The columns of ``columns`` (plain or delta-encoded) that ZSTD shrinks by less than
-    :data:`MIN_ZSTD_SAVING`, measured by writing them once with ZSTD."""
+    ``min_saving``, measured by writing them once with ZSTD."""
     sink = pa.BufferOutputStream()
     pq.write_table(columns, sink, compression="zstd", compression_level=compression_level, use_dictionary=False,
                    column_encoding={k: v for k, v in column_encoding.items() if k in columns.column_names} or None,
@@ -141,6 +144,6 @@ def incompressible(columns: pa.Table, column_encoding: dict[str, str], compressi
         chunks = [footer.row_group(g).column(i) for g in range(footer.num_row_groups)]
         stored = sum(c.total_compressed_size for c in chunks)
         raw = sum(c.total_uncompressed_size for c in chunks)
-        if raw and stored > (1 - MIN_ZSTD_SAVING) * raw:
+        if raw and stored > (1 - min_saving) * raw:
             out.append(chunks[0].path_in_schema)
     return tuple(out)

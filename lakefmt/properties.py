@@ -27,6 +27,9 @@ TARGET_FILE_SIZE = Property("write.target-file-size-bytes", 128 * MiB, 1, None,
                             "Writers roll data files when this many bytes have been written.")
 COMPRESSION_LEVEL = Property("write.parquet.compression-level", 3, 1, 22, "ZSTD level of data files.")
 ROW_GROUP_ROWS = Property("write.parquet.row-group-rows", 131_072, 1, None, "Rows per Parquet row group.")
+MIN_COMPRESSION_SAVING = Property("write.parquet.min-compression-saving", 0.1, 0, 1,
+                                  "Columns ZSTD shrinks by less than this fraction are stored uncompressed "
+                                  "(WRITE-7); 0 compresses every column.")
 COMMIT_RETRIES = Property("commit.retry.num-retries", 20, 0, 1000, "CAS retries before giving up.")
 COMMIT_MIN_WAIT_MS = Property("commit.retry.min-wait-ms", 5, 0, None, "First retry back-off.")
 COMMIT_MAX_WAIT_MS = Property("commit.retry.max-wait-ms", 2000, 0, None, "Largest retry back-off.")
@@ -44,7 +47,7 @@ EXPIRE_MIN_SNAPSHOTS_TO_KEEP = Property("history.expire.min-snapshots-to-keep", 
                                         "Snapshot expiry keeps at least this many of the newest current "
                                         "ancestors (MAINT-3).")
 
-CORE_PROPERTIES = (TARGET_FILE_SIZE, COMPRESSION_LEVEL, ROW_GROUP_ROWS, COMMIT_RETRIES,
+CORE_PROPERTIES = (TARGET_FILE_SIZE, COMPRESSION_LEVEL, ROW_GROUP_ROWS, MIN_COMPRESSION_SAVING, COMMIT_RETRIES,
                    COMMIT_MIN_WAIT_MS, COMMIT_MAX_WAIT_MS, METADATA_PREVIOUS_MAX, MANIFEST_TARGET_SIZE,
                    MANIFEST_MIN_MERGE_COUNT, WRITE_LEASE_SECONDS, EXPIRE_MAX_SNAPSHOT_AGE_MS,
                    EXPIRE_MIN_SNAPSHOTS_TO_KEEP)

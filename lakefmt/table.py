@@ -35,7 +35,8 @@ from lakefmt.manifest import DataFile
 from lakefmt.metadata import Snapshot, TableMetadata, read_metadata
 from lakefmt.partitioning import PartitionSpec, parse_partition_by
 from lakefmt.properties import (
-    COMPRESSION_LEVEL, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property, validate_properties,
+    COMPRESSION_LEVEL, MIN_COMPRESSION_SAVING, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property,
+    number_property, validate_properties,
 )
 from lakefmt.scan import DataScan, read_data_file
 from lakefmt.schema import Schema, SchemaEvolution
@@ -237,6 +238,7 @@ class Table:
             target_file_size=int_property(props, TARGET_FILE_SIZE, target_file_size),
             compression_level=int_property(props, COMPRESSION_LEVEL, compression_level),
             row_group_rows=int_property(props, ROW_GROUP_ROWS),
+            min_compression_saving=number_property(props, MIN_COMPRESSION_SAVING),
             kind=kind,
             token=self.write_token(),
         )

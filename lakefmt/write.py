@@ -41,6 +41,7 @@ class WriteOptions:
     target_file_size: int
     compression_level: int
     row_group_rows: int
+    min_compression_saving: float = 0.1  # below it a column is stored uncompressed (WRITE-7); 0: never
     kind: str = "part"  # file-name prefix: "part" for writes, "compact" for compaction (LAYOUT-6)
     token: str | None = None  # the writer token of a write-intent lease, carried in file names (CAT-10)
 
@@ -226,7 +227,8 @@ class RollingFileWriter:
         while offset < rows.num_rows:
             if self._writer is None:
                 if self.encodings is None:
-                    self.encodings = choose_encodings(rows.slice(offset), self.options.compression_level)
+                    self.encodings = choose_encodings(rows.slice(offset), self.options.compression_level,
+                                                      self.options.min_compression_saving)
                 self._open(rows.schema)
             if not rows.schema.equals(self._file_schema):
                 rows = self._as_file_schema(rows)

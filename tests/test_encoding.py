@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from lakefmt.encoding import DEFAULT, choose_encodings
+from lakefmt.errors import ValidationError
 
 N = 5000
 
@@ -68,3 +70,17 @@ def test_columns_zstd_cannot_shrink_are_stored_uncompressed(local_catalog):
               for i in range(footer.num_columns)}
     assert codecs == {"noise": "UNCOMPRESSED", "seq": "ZSTD", "kind": "ZSTD"}
     assert t.scan().to_arrow().equals(data)
+
+
+def test_min_compression_saving_zero_compresses_every_column(local_catalog):
+    import random
+
+    rng = random.Random(3)
+    data = pa.table({"noise": pa.array([rng.random() for _ in range(N)], pa.float64())})
+    t = local_catalog.create_table("db.zstd", data.schema,
+                                   properties={"write.parquet.min-compression-saving": "0"})
+    t.append(data)
+    (f,) = t.plan_files()
+    assert pq.ParquetFile(f"{t.location}/{f.path}").metadata.row_group(0).column(0).compression == "ZSTD"
+    with pytest.raises(ValidationError, match="write.parquet.min-compression-saving must be <= 1"):
+        local_catalog.create_table("db.bad", data.schema, properties={"write.parquet.min-compression-saving": "2"})
