@@ -84,3 +84,24 @@ def test_min_compression_saving_zero_compresses_every_column(local_catalog):
     assert pq.ParquetFile(f"{t.location}/{f.path}").metadata.row_group(0).column(0).compression == "ZSTD"
     with pytest.raises(ValidationError, match="write.parquet.min-compression-saving must be <= 1"):
         local_catalog.create_table("db.bad", data.schema, properties={"write.parquet.min-compression-saving": "2"})
+
+
+def test_writer_takes_dictionary_and_plain_chunks_in_one_file(local_catalog):
+    """A rolling writer fed dictionary arrays and plain arrays of the same column writes one
+    file whose Parquet type is the column's, with every value."""
+    from lakefmt.write import RollingFileWriter
+
+    t = local_catalog.create_table("db.mixed", pa.schema([("k", pa.string()), ("n", pa.int64())]))
+    plain = pa.table({"k": pa.array(["x", None, "y"] * 700), "n": pa.array(range(2100), pa.int64())},
+                     schema=t.schema().to_arrow())
+    as_dict = plain.set_column(0, plain.schema.field(0).with_type(pa.dictionary(pa.int32(), pa.string())),
+                               plain.column(0).dictionary_encode())
+    writer = RollingFileWriter(t.io, t.location, t.schema(), t.metadata.spec, (), t.write_options())
+    for chunk in (as_dict, plain, as_dict):
+        writer.write(chunk)
+    (f,) = writer.close()
+    path = f"{t.location}/{f.path}"
+    assert pq.read_schema(path).field("k").type == pa.string()
+    back = pq.read_table(path)
+    assert back.num_rows == f.record_count == 6300
+    assert back.column("k").to_pylist() == plain.column("k").to_pylist() * 3
