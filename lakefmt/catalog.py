@@ -3,9 +3,10 @@
 The catalog is one DuckDB database file. DuckDB lets a single process at a time
 open a file for writing, so every catalog operation runs inside
 :meth:`Catalog.session`: an exclusive ``flock`` on ``<catalog>.lock`` (a blocking
-wait in the kernel, no spinning), then one DuckDB connection and one transaction,
-then close (CAT-6). The critical section is a few milliseconds, and several
-processes on one machine all get their turn.
+wait in the kernel, no spinning), then the file attached to this process's
+in-memory DuckDB instance, one transaction, and a detach (CAT-6). The critical
+section is a few milliseconds, and several processes on one machine all get their
+turn.
 
 The pointer swap is a real compare-and-swap (CAT-4): a conditional ``UPDATE ...
 WHERE metadata_location = ?`` whose changed-row count must be exactly 1, in the
@@ -102,7 +103,7 @@ class CommitRecord:
 
 
 class CatalogSession:
-    """One locked connection to the catalog file; valid only inside :meth:`Catalog.session`."""
+    """The attached, locked catalog file; valid only inside :meth:`Catalog.session`."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
