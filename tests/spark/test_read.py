@@ -13,7 +13,7 @@ import lakefmt
 
 pytest.importorskip("pyspark", minversion="4.0")  # before importing lakefmt.spark
 from lakefmt.spark.commit import JOB_ID
-from lakefmt.spark.reader import pack, split_size
+from lakefmt.spark.reader import partition_files
 from lakefmt.spark.source import LakefmtDataSource
 from tests.compaction.conftest import ALL_TYPES, all_types_rows
 from tests.conftest import DOWNLINKS_SCHEMA, downlinks
@@ -150,11 +150,14 @@ def test_small_files_share_input_partitions(spark: Any, catalog: lakefmt.Catalog
         t.append(downlinks(20, seed=i))
     assert len(t.plan_files()) == 30
     assert read(spark, catalog, "artemis.tiny", min_partitions="1").rdd.getNumPartitions() == 1
-    df = read(spark, catalog, "artemis.tiny", min_partitions="3")  # ~10 files of ~4 MiB (the open cost) each
-    assert 3 <= df.rdd.getNumPartitions() <= 4 and df.count() == 600
-    assert pack([("a", 100), ("b", 60), ("c", 50), ("d", 10)], split_size=120, open_cost=0) == [
-        [("a", 100)], [("b", 60), ("c", 50), ("d", 10)]]
-    assert split_size([("a", 100), ("b", 60)], largest=1000, open_cost=10, min_partitions=2) == 90
+    df = read(spark, catalog, "artemis.tiny", min_partitions="3")  # 10 files of ~4 MiB (the open cost) each
+    assert df.rdd.getNumPartitions() == 3 and df.count() == 600
+    assert partition_files([("a", 100), ("b", 60), ("c", 50), ("d", 10)], 1000, 0, 2) == [
+        [("a", 100), ("d", 10)], [("b", 60), ("c", 50)]]  # 110 and 110
+    # 10 files of weight 40 (30 + open cost 10) = 400 on 2 cores at most 120 each: 2 rounds, 4 partitions
+    bins = partition_files([(str(i), 30) for i in range(10)], 120, 10, 2)
+    assert sorted(len(b) for b in bins) == [2, 2, 3, 3]
+    assert partition_files([("a", 5)], 120, 10, 4) == [[("a", 5)]]  # never more partitions than files
 
 
 def test_sql_temporary_view(spark: Any, catalog: lakefmt.Catalog) -> None:
