@@ -236,6 +236,9 @@ class TableMetadata:
                                   ("_snapshot_log_json", "snapshot_log", _log_entry_text)):
             joined = self.__dict__.get(cache)
             before, after = getattr(self, name), getattr(new, name)
+            if joined is not None and after is before:
+                new.__dict__[cache] = joined
+                continue
             # Tuple equality checks identity first, element by element: C speed for a shared prefix.
             if joined is None or len(after) < len(before) or after[:len(before)] != before:
                 continue
