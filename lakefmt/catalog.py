@@ -207,6 +207,10 @@ class Catalog:
                 con = self._attach()
                 try:
                     yield CatalogSession(con)
+                except BaseException:
+                    with contextlib.suppress(duckdb.Error):
+                        con.execute("ROLLBACK")  # a unit of work left open by the error
+                    raise
                 finally:
                     self._detach(con)
             finally:
@@ -220,8 +224,6 @@ class Catalog:
 
     def _detach(self, con: duckdb.DuckDBPyConnection) -> None:
         try:
-            with contextlib.suppress(duckdb.Error):
-                con.execute("ROLLBACK")  # a unit of work left open by an error
             con.execute(f"USE memory; DETACH {_ATTACHED}")
         except duckdb.Error:
             self._duckdb = None  # closing the instance is sure to release the file

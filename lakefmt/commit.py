@@ -14,7 +14,6 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +31,7 @@ from lakefmt.properties import (
     COMMIT_MAX_WAIT_MS, COMMIT_MIN_WAIT_MS, COMMIT_RETRIES, MANIFEST_MIN_MERGE_COUNT, MANIFEST_TARGET_SIZE,
     METADATA_PREVIOUS_MAX, int_property,
 )
+from lakefmt.threads import thread_map
 from lakefmt.updates import AddSnapshot, Requirement, SetCurrentSnapshot, Update, apply_updates
 
 if TYPE_CHECKING:
@@ -287,10 +287,7 @@ def _read_many(io: FileIO, location: str, manifests: list[ManifestFile], base: T
     def read(m: ManifestFile) -> list[ManifestEntry]:
         return read_entries(io, f"{location}/{m.path}", m, base.spec_by_id(m.spec_id), base.schema)
 
-    if len(manifests) <= 1:
-        return [read(m) for m in manifests]
-    with ThreadPoolExecutor(max_workers=min(8, len(manifests))) as pool:
-        return list(pool.map(read, manifests))
+    return thread_map(read, manifests, 8)
 
 
 def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[TableMetadata, str],

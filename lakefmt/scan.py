@@ -15,12 +15,12 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -36,11 +36,10 @@ from lakefmt.manifest import DataFile, ManifestFile
 from lakefmt.manifest_cache import read_entries, read_list
 from lakefmt.metadata import Snapshot, TableMetadata
 from lakefmt.schema import Schema, arrow_field_id
+from lakefmt.threads import thread_map
 from lakefmt.types import can_promote, from_arrow
 
 IO_THREADS = max(4, min(16, 2 * (os.cpu_count() or 2)))
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -151,7 +150,7 @@ class DataScan:
                     tasks.append(FileScanTask(f, f"{location}/{f.path}"))
             return considered, tasks
 
-        results = _map(plan_manifest, selected)
+        results = thread_map(plan_manifest, selected, IO_THREADS)
         tasks = [t for _, ts in results for t in ts]
         return ScanPlan(tasks, len(manifests), len(selected), sum(c for c, _ in results))
 
@@ -164,7 +163,7 @@ class DataScan:
         schema = _plain_arrow_schema(self.projected_schema)
         if not tasks:
             return schema.empty_table()
-        tables = _map(self._read_task, tasks)
+        tables = thread_map(self._read_task, tasks, IO_THREADS)
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
@@ -300,14 +299,6 @@ def _stored_as(arrow_type: pa.DataType) -> Any:
         return from_arrow(arrow_type)
     except LakefmtError:
         return None
-
-
-def _map(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``fn`` over ``items`` on a pool of I/O threads; in this thread when there is one item."""
-    if len(items) <= 1:
-        return [fn(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(IO_THREADS, len(items))) as pool:
-        return list(pool.map(fn, items))
 
 
 def _name_of(schema: Schema, field_id: int) -> str | None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
 from lakefmt.sorting import SortOrder, sort_indices
+from lakefmt.threads import thread_map
 from lakefmt.types import can_write, from_arrow
 
 MIN_CHUNK_ROWS = 1024
@@ -136,10 +136,7 @@ def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, 
         writer.write(part)
         return writer.close()
 
-    if len(jobs) == 1:
-        return run(jobs[0])
-    with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 2, 8)) as pool:
-        return [f for files in pool.map(run, jobs) for f in files]
+    return [f for files in thread_map(run, jobs, min(os.cpu_count() or 2, 8)) for f in files]
 
 
 def split_by_partition(data: pa.Table, schema: Schema, spec: PartitionSpec, sort_order: SortOrder

@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from lakefmt.catalog import parse_identifier
 from lakefmt.leases import acquire_in_session, release_in_session
 
 if TYPE_CHECKING:
@@ -40,7 +39,7 @@ class PartitionLeases:
 
     def start(self, key: str) -> bool:
         """Take ``key``'s lease and refresh the table, in one catalog session; False if another holds it."""
-        namespace, name = parse_identifier(self.table.identifier)
+        namespace, name = self.table.identifier
         uuid = self.table.metadata.table_uuid
         with self.table.catalog.session() as s:
             if self.enabled:

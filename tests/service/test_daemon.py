@@ -135,15 +135,20 @@ def test_at_most_n_table_jobs_at_once(warehouse, make_service, monkeypatch):
     assert peak[0] == 2
 
 
+def wait_for_partition_lease(warehouse, t, timeout: float = 10) -> None:
+    """Until a compactor holds one of ``t``'s partition leases (or ``timeout`` passes)."""
+    deadline = time.monotonic() + timeout
+    while not Leases(warehouse).live(t.metadata.table_uuid, LEASE_KIND) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def test_stop_mid_job_leaves_the_table_intact(warehouse, make_service):
     """SERVICE-8: stop aborts running groups cleanly, releases leases and records the job interrupted."""
     t = small_files_table(warehouse, "ops.events", properties={"compaction.max-concurrent-groups": "1"})
     before = rows(t.scan().to_arrow())
     service = make_service(env={"LAKEFMT_COMPACTION_READ_MB_PER_S": "0.02"})  # ~2 s per group
     job = service.trigger("compaction", table="ops.events")
-    deadline = time.monotonic() + 10
-    while not Leases(warehouse).live(t.metadata.table_uuid, LEASE_KIND) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for_partition_lease(warehouse, t)  # a group is being rewritten
     service.stop(grace=0)
     record = service.store.get(job.job_id)
     assert record.status == "interrupted" and record.error
@@ -160,9 +165,7 @@ def test_stop_with_grace_lets_the_running_group_commit(warehouse, make_service):
     before = rows(t.scan().to_arrow())
     service = make_service(env={"LAKEFMT_COMPACTION_READ_MB_PER_S": "0.05"})  # about 1 s per group
     job = service.trigger("compaction", table="ops.events")
-    deadline = time.monotonic() + 10
-    while not Leases(warehouse).live(t.metadata.table_uuid, LEASE_KIND) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for_partition_lease(warehouse, t)  # a group is being rewritten
     service.stop(grace=30)
     record = service.store.get(job.job_id)
     assert record.status == "interrupted" and record.groups_committed == 1
