@@ -162,7 +162,8 @@ class Catalog:
     """
 
     def __init__(self, warehouse: str = "warehouse", *, catalog_path: str | None = None,
-                 storage_options: dict[str, Any] | None = None, lock_timeout: float = 60.0) -> None:
+                 storage_options: dict[str, Any] | None = None, lock_timeout: float = 60.0,
+                 create: bool = True) -> None:
         self.warehouse = normalize_location(warehouse)
         self.io = FileIO(self.warehouse, storage_options)
         if catalog_path is None:
