@@ -18,9 +18,15 @@ a swap; see benchmarks/README.md). ``--real-up-to 10000`` builds it all for real
 delta-rs ``write_deltalake(mode="append")`` of the same batch is measured at
 ``--delta-levels`` (default 10 and 1,000 commits) for comparison.
 
+``--fsync-cost`` measures only what durability costs (spec/commits.md COMMIT-20): appends
+of 10 and of 10,000 rows to a table with 10 prior commits, with fsync (the default) and
+without it (``FileIO.fsync = False``), alternating so both see the same machine load;
+the median of ``--fsync-samples`` appends of each kind.
+
 Usage:
     python benchmarks/bench_append.py                        # ~3-4 minutes on 2 cores
     python benchmarks/bench_append.py --levels 10,1000 --samples 10 --no-delta   # quick
+    python benchmarks/bench_append.py --fsync-cost           # ~1 minute: cost of fsync per commit
 Results: benchmarks/results/append-<UTC time>.json
 """
 
@@ -119,7 +125,7 @@ def measure_lakefmt(t: lakefmt.Table, samples: int, rows: int) -> dict[str, Any]
 
 
 def bench_lakefmt(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
-    cat = lakefmt.Catalog(str(root / "lakefmt"))
+    cat = lakefmt.Catalog(str(root / "lakefmt"), create=True)
     t = cat.create_table("bench.appends", schema=SCHEMA)
     out = []
     for level in args.levels:
@@ -176,6 +182,41 @@ def bench_delta(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
     return out
 
 
+def bench_fsync(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
+    """Append latency with and without fsync, for small and large appends (COMMIT-20)."""
+    out = []
+    for rows in (10, 10_000):
+        cat = lakefmt.Catalog(str(root / f"fsync-{rows}"), create=True)
+        t = cat.create_table("bench.fsync", schema=SCHEMA)
+        build_real(t, 10, rows)
+        samples: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(args.fsync_samples):
+            for fsync in (True, False) if i % 2 == 0 else (False, True):
+                cat.io.fsync = fsync
+                batch = make_batch(commits(t), rows)
+                start = time.perf_counter()
+                t.append(batch)
+                samples[fsync].append(time.perf_counter() - start)
+        cat.io.fsync = True
+        result = {"rows": rows, "with_fsync_median_s": median(samples[True]),
+                  "without_fsync_median_s": median(samples[False]), "with_fsync_s": samples[True],
+                  "without_fsync_s": samples[False]}
+        result["ratio"] = result["with_fsync_median_s"] / result["without_fsync_median_s"]
+        print(f"{rows:>6}-row append: median {ms(result['with_fsync_median_s'])} ms with fsync, "
+              f"{ms(result['without_fsync_median_s'])} ms without ({result['ratio']:.2f}x)", flush=True)
+        out.append(result)
+    return out
+
+
+def fsync_report(results: list[dict[str, Any]], loadavg: str) -> str:
+    text = markdown_table(
+        ["rows per append", "with fsync (median ms)", "without fsync (median ms)", "with / without",
+         "cost per commit (ms)"],
+        [[f"{r['rows']:,}", ms(r["with_fsync_median_s"]), ms(r["without_fsync_median_s"]), f"{r['ratio']:.2f}x",
+          ms(r["with_fsync_median_s"] - r["without_fsync_median_s"])] for r in results])
+    return text + f"\n\nload average at the start (/proc/loadavg): {loadavg}"
+
+
 def report(lake: list[dict[str, Any]], delta: list[dict[str, Any]]) -> str:
     by_level = {d["level"]: d for d in delta}
     rows = []
@@ -207,6 +248,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10, help="rows per append")
     parser.add_argument("--real-up-to", type=int, default=100)
     parser.add_argument("--no-delta", action="store_true")
+    parser.add_argument("--fsync-cost", action="store_true", help="only compare appends with and without fsync")
+    parser.add_argument("--fsync-samples", type=int, default=31)
     parser.add_argument("--dir", help="work directory (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--json", help="write results here instead of benchmarks/results/")
@@ -214,6 +257,19 @@ def main() -> None:
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakefmt-bench-append-"))
     root.mkdir(parents=True, exist_ok=True)
     env = environment()
+    if args.fsync_cost:
+        loadavg = Path("/proc/loadavg").read_text().strip() if Path("/proc/loadavg").exists() else "-"
+        try:
+            fsync = bench_fsync(args, root)
+        finally:
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        text = fsync_report(fsync, loadavg)
+        print("\n" + text)
+        path = write_results("append-fsync", {"benchmark": "append-fsync", "environment": env, "args": vars(args),
+                                              "loadavg": loadavg, "results": fsync, "markdown": text}, args.json)
+        print(f"\nresults: {path}")
+        return
     try:
         lake = bench_lakefmt(args, root)
         delta = [] if args.no_delta else bench_delta(args, root)

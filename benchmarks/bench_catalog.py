@@ -92,7 +92,7 @@ def cas_worker(warehouse: str, proc: int, commits: int, rows: int, barrier: Any,
 
 def run(kind: str, processes: int, commits: int, rows: int, root: Path) -> dict[str, Any]:
     warehouse = str(root / f"{kind.replace(' ', '_')}-{processes}")
-    cat = lakefmt.Catalog(warehouse)
+    cat = lakefmt.Catalog(warehouse, create=True)
     cat.create_table(TABLE, schema=SCHEMA)
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(processes + 1), ctx.Queue()

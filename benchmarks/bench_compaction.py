@@ -126,7 +126,7 @@ def build_dataset(folder: str, name: str, files: int, rows: int, days: int, with
     from lakefmt.commit import FileChange
 
     started = time.perf_counter()
-    catalog = lakefmt.Catalog(f"{folder}/lakefmt")
+    catalog = lakefmt.Catalog(f"{folder}/lakefmt", create=True)
     t = catalog.create_table(TABLE, SCHEMA, partition_by=["day(ts)"])
 
     def write(i: int) -> Any:

@@ -66,7 +66,7 @@ TABLE = "bench.history"
 def build(folder: str, snapshots: int, files: int, block: int) -> dict[str, float]:
     """Create the table under ``folder``; returns build timings."""
     started = time.perf_counter()
-    catalog = lakefmt.Catalog(f"{folder}/wh")
+    catalog = lakefmt.Catalog(f"{folder}/wh", create=True)
     t = catalog.create_table(TABLE, SCHEMA)
     io, loc, spec, schema = t.io, t.location, t.metadata.spec, t.metadata.schema
     blocks = snapshots // block

@@ -122,7 +122,7 @@ def main() -> None:
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakefmt-bench-planning-"))
     env = environment()
     try:
-        cat = lakefmt.Catalog(str(root / "wh"))
+        cat = lakefmt.Catalog(str(root / "wh"), create=True)
         start = time.perf_counter()
         t = build(cat, args.days, args.buckets)
         built = time.perf_counter() - start

@@ -125,7 +125,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     lakefmt.spark.register(spark)
-    catalog = lakefmt.Catalog(str(work / "warehouse"))
+    catalog = lakefmt.Catalog(str(work / "warehouse"), create=True)
     started = time.perf_counter()
     t = build_table(catalog, "bench.downlinks", args.rows, args.days)
     build_s = time.perf_counter() - started

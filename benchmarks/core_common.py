@@ -136,13 +136,13 @@ class Breakdown:
 
 def commit_path_breakdown() -> Breakdown:
     """Wrap the parts of an append commit whose cost could grow with the table's history."""
-    from lakefmt import catalog, commit, metadata, table
+    from lakefmt import catalog, catalog_lock, commit, metadata, table
 
     b = Breakdown()
     b.wrap(table.Table, "write_data_files", "data files")
     b.wrap(commit.SnapshotProducer, "build", "manifests + manifest list")
     b.wrap_context(catalog.Catalog, "session", "catalog session (lock+open+work+close)")
-    b.wrap(catalog.fcntl, "flock", "  waiting for the catalog lock")
+    b.wrap(catalog_lock.LockFile, "_acquire", "  waiting for the catalog lock")
     b.wrap(catalog.Catalog, "_attach", "  attach the catalog file")
     b.wrap(catalog.CatalogSession, "compare_and_swap", "  CAS transaction")
     b.wrap(commit, "apply_updates", "  apply updates")

@@ -2,8 +2,8 @@
 
 The catalog is one DuckDB database file. DuckDB lets a single process at a time
 open a file for writing, so every catalog operation runs inside
-:meth:`Catalog.session`: an exclusive ``flock`` on ``<catalog>.lock`` (a blocking
-wait in the kernel, no spinning), then the file attached to this process's
+:meth:`Catalog.session`: an exclusive ``flock`` on ``<catalog>.lock`` (a bounded
+wait, see :mod:`lakefmt.catalog_lock`), then the file attached to this process's
 in-memory DuckDB instance, one transaction, and a detach (CAT-6). The critical
 section is a few milliseconds, and several processes on one machine all get their
 turn.
@@ -11,137 +11,72 @@ turn.
 The pointer swap is a real compare-and-swap (CAT-4): a conditional ``UPDATE ...
 WHERE metadata_location = ?`` whose changed-row count must be exactly 1, in the
 same transaction as its commit-log row (CAT-5).
+
+A catalog that this process cannot write (a read-only mount, no write permission, or
+``read_only=True``) is opened read-only (CAT-18). A missing catalog file is created
+only when asked (CAT-14), and never over a warehouse that still holds tables (CAT-19):
+:meth:`Catalog.recover` registers them again.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import re
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 
+from lakefmt.catalog_file import ATTACHED, DAMAGED, CatalogSession, CommitRecord, check_catalog_file, utcnow
+from lakefmt.catalog_lock import LockFile, lock_path, why_not_writable
 from lakefmt.errors import (
-    CatalogLockTimeoutError, InvalidNameError, NamespaceExistsError, NoSuchNamespaceError,
-    NoSuchTableError, TableExistsError, ValidationError,
+    CatalogLockTimeoutError,
+    CatalogMissingError,
+    CorruptCatalogError,
+    InvalidCatalogPathError,
+    LakefmtError,
+    NamespaceExistsError,
+    NoSuchNamespaceError,
+    NoSuchWarehouseError,
+    ReadOnlyCatalogError,
+    TableExistsError,
+    ValidationError,
 )
-from lakefmt.io import FileIO, join, normalize_location
+from lakefmt.idempotency import BATCH_ID, WRITER_ID, WriterBatch, record_batch
+from lakefmt.io import FileIO, join, normalize_location, scheme_of
+from lakefmt.metadata import read_metadata
+from lakefmt.names import NAME_PATTERN, parse_identifier, validate_name
+from lakefmt.warehouse_layout import find_metadata_files, metadata_version
 
 if TYPE_CHECKING:
+    from lakefmt.metadata import TableMetadata
+    from lakefmt.recovery import RecoveryReport
     from lakefmt.table import Table
 
-NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+__all__ = ["CATALOG_FILE", "NAME_PATTERN", "Catalog", "CatalogSession", "CommitRecord", "parse_identifier",
+           "validate_name"]
 CATALOG_FILE = "catalog.duckdb"
-_ATTACHED = "lakefmt_file"  # the catalog file's name inside a session (CAT-6)
-_SCHEMA_SQL = [
-    "CREATE TABLE IF NOT EXISTS lakefmt_catalog (key VARCHAR PRIMARY KEY, value VARCHAR)",
-    """CREATE TABLE IF NOT EXISTS namespaces (
-        namespace VARCHAR PRIMARY KEY, properties VARCHAR, created_at TIMESTAMP)""",
-    """CREATE TABLE IF NOT EXISTS tables (
-        namespace VARCHAR NOT NULL, name VARCHAR NOT NULL, table_uuid VARCHAR NOT NULL,
-        metadata_location VARCHAR NOT NULL, version BIGINT NOT NULL,
-        created_at TIMESTAMP, updated_at TIMESTAMP, PRIMARY KEY (namespace, name))""",
-    """CREATE TABLE IF NOT EXISTS commit_log (
-        table_uuid VARCHAR NOT NULL, namespace VARCHAR NOT NULL, name VARCHAR NOT NULL,
-        version BIGINT NOT NULL, old_metadata_location VARCHAR, new_metadata_location VARCHAR NOT NULL,
-        committed_at TIMESTAMP NOT NULL, operation VARCHAR NOT NULL, snapshot_id BIGINT,
-        summary VARCHAR)""",
-    """CREATE TABLE IF NOT EXISTS leases (
-        table_uuid VARCHAR NOT NULL, kind VARCHAR NOT NULL, lease_key VARCHAR NOT NULL,
-        owner VARCHAR NOT NULL, expires_at DOUBLE NOT NULL, created_at DOUBLE NOT NULL,
-        PRIMARY KEY (table_uuid, kind, lease_key))""",
-]
+def _batches_in_history(metadata: TableMetadata) -> list[tuple[WriterBatch, int]]:
+    """Each idempotent writer's newest batch among the current snapshot's retained ancestors (CAT-20)."""
+    newest: dict[str, tuple[WriterBatch, int]] = {}
+    for snap in metadata.ancestors(metadata.current_snapshot_id):
+        writer, batch = snap.summary.get(WRITER_ID), snap.summary.get(BATCH_ID)
+        if writer and batch and writer not in newest:
+            try:
+                newest[writer] = (WriterBatch(writer, int(batch)), snap.snapshot_id)
+            except (ValueError, LakefmtError):
+                continue  # not written by an idempotent commit (SNAP-5 keys are free-form)
+    return list(newest.values())
 
 
-def _utcnow() -> datetime:
-    """Catalog times are stored as naive UTC TIMESTAMPs (CAT-5)."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-def parse_identifier(identifier: str | Sequence[str]) -> tuple[str, str]:
-    """Split ``"namespace.table"`` and validate both parts (CAT-2)."""
-    if isinstance(identifier, str):
-        parts = identifier.split(".")
-    else:
-        parts = list(identifier)
-    if len(parts) != 2:
-        raise InvalidNameError(f"table identifier must be 'namespace.table', got {identifier!r}")
-    validate_name(parts[0], "namespace")
-    validate_name(parts[1], "table")
-    return parts[0], parts[1]
-
-
-def validate_name(name: str, what: str) -> str:
-    if not isinstance(name, str) or not NAME_PATTERN.match(name):
-        raise InvalidNameError(f"invalid {what} name {name!r}: use letters, digits and '_', "
-                               "starting with a letter or '_', at most 128 characters")
-    return name
-
-
-@dataclass(frozen=True)
-class CommitRecord:
-    """One row of the commit log (CAT-5)."""
-
-    identifier: str
-    version: int
-    old_metadata_location: str | None
-    new_metadata_location: str
-    committed_at: datetime
-    operation: str
-    snapshot_id: int | None
-    summary: dict[str, Any]
-
-
-class CatalogSession:
-    """The attached, locked catalog file; valid only inside :meth:`Catalog.session`."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.con = con
-
-    def current_location(self, namespace: str, name: str) -> str:
-        row = self.con.execute(
-            "SELECT metadata_location FROM tables WHERE namespace = ? AND name = ?",
-            [namespace, name]).fetchone()
-        if row is None:
-            raise NoSuchTableError(f"table {namespace}.{name} does not exist")
-        return str(row[0])
-
-    def compare_and_swap(self, namespace: str, name: str, expected: str, new: str, *,
-                         operation: str, snapshot_id: int | None, summary: dict[str, Any]) -> bool:
-        """Swap the pointer if it still equals ``expected`` (CAT-4); log the commit (CAT-5)."""
-        now = _utcnow()
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            changed = self.con.execute(
-                "UPDATE tables SET metadata_location = ?, version = version + 1, updated_at = ? "
-                "WHERE namespace = ? AND name = ? AND metadata_location = ?",
-                [new, now, namespace, name, expected]).fetchone()
-            if changed is None or changed[0] != 1:
-                self.con.execute("ROLLBACK")
-                return False
-            table_uuid, version = self.con.execute(
-                "SELECT table_uuid, version FROM tables WHERE namespace = ? AND name = ?",
-                [namespace, name]).fetchone()  # type: ignore[misc]
-            self.con.execute(
-                "INSERT INTO commit_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [table_uuid, namespace, name, version, expected, new, now, operation, snapshot_id,
-                 json.dumps(summary)])
-            self.con.execute("COMMIT")
-            return True
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):
-                self.con.execute("ROLLBACK")
-            raise
+_RECOVER_HINT = ("run `lakefmt recover --warehouse {warehouse}` (or lakefmt.Catalog.recover(...)) to register "
+                 "its tables again from their newest metadata files")
 
 
 class Catalog:
@@ -153,41 +88,109 @@ class Catalog:
         catalog_path: the DuckDB catalog file. Defaults to ``<warehouse>/catalog.duckdb``
             for a local warehouse; required for any other store.
         storage_options: passed to fsspec (for S3: ``endpoint_url``, ``key``, ``secret``...).
-        lock_timeout: seconds to keep retrying when a process outside lakefmt holds
-            DuckDB's own lock on the catalog file.
+        lock_timeout: seconds one catalog session waits for its turn before
+            :class:`CatalogLockTimeoutError`: for ``<catalog>.lock`` held by another process
+            or thread, and for DuckDB's own lock on the file held by a program outside
+            lakefmt (CAT-6). Default 30.
+        create: create the catalog file (and a local warehouse folder) if it does not
+            exist. Without it a missing catalog raises :class:`NoSuchWarehouseError`
+            (CAT-14). Never creates a catalog over a warehouse that holds tables
+            (:class:`CatalogMissingError`, CAT-19).
+        read_only: never write. A catalog this process cannot write (read-only mount, no
+            write permission) is opened read-only anyway; ``read_only`` then says so and
+            :attr:`read_only_reason` says why (CAT-18). Writes raise
+            :class:`ReadOnlyCatalogError`.
 
     Example:
-        >>> cat = Catalog("warehouse")
+        >>> cat = Catalog("warehouse", create=True)
         >>> t = cat.create_table("artemis.downlinks", schema=pa.schema([("id", pa.int64())]))
+        >>> Catalog("warehouse").load_table("artemis.downlinks")  # later: open the existing one
     """
 
     def __init__(self, warehouse: str = "warehouse", *, catalog_path: str | None = None,
-                 storage_options: dict[str, Any] | None = None, lock_timeout: float = 60.0,
-                 create: bool = True) -> None:
+                 storage_options: dict[str, Any] | None = None, lock_timeout: float = 30.0,
+                 create: bool = False, read_only: bool = False) -> None:
+        self._configure(warehouse, catalog_path, storage_options, lock_timeout, read_only)
+        self._open(create=create, over_tables=False)
+
+    def _configure(self, warehouse: str, catalog_path: str | None, storage_options: dict[str, Any] | None,
+                   lock_timeout: float, read_only: bool) -> None:
         self.warehouse = normalize_location(warehouse)
         self.io = FileIO(self.warehouse, storage_options)
         if catalog_path is None:
             if self.io.scheme != "file":
-                raise ValidationError(f"a {self.io.scheme}:// warehouse needs catalog_path=... "
-                                      "(a DuckDB file on a local or shared disk)")
-            os.makedirs(self.warehouse, exist_ok=True)
+                raise InvalidCatalogPathError(f"a {self.io.scheme}:// warehouse needs catalog_path=... "
+                                              "(a DuckDB file on a local or shared disk)")
             catalog_path = os.path.join(self.warehouse, CATALOG_FILE)
-        if "://" in catalog_path and not catalog_path.startswith("file://"):
-            raise ValidationError(f"catalog_path must be a local file path, got {catalog_path!r}")
+        if not isinstance(catalog_path, str) or scheme_of(catalog_path) != "file":
+            raise InvalidCatalogPathError(f"catalog_path must be a local file path, got {catalog_path!r} (CAT-16)")
         self.catalog_path = normalize_location(catalog_path)
-        self.lock_timeout = lock_timeout
+        if os.path.isdir(self.catalog_path):
+            raise InvalidCatalogPathError(
+                f"catalog_path {self.catalog_path} is a folder; pass the path of the catalog file inside it, "
+                f"for example {os.path.join(self.catalog_path, CATALOG_FILE)}")
+        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) or not lock_timeout > 0:
+            raise ValidationError(f"lock_timeout must be a positive number of seconds, got {lock_timeout!r}")
+        self.lock_timeout = float(lock_timeout)
+        self.read_only = bool(read_only)
+        self.read_only_reason: str | None = "opened with read_only=True" if read_only else None
         self._thread_lock = threading.Lock()
         self._duckdb: duckdb.DuckDBPyConnection | None = None
         self._duckdb_pid = 0
-        os.makedirs(os.path.dirname(self.catalog_path), exist_ok=True)
+
+    def _open(self, *, create: bool, over_tables: bool) -> None:
+        """Check that the catalog file exists (or create it, CAT-14, CAT-19), then its format."""
+        where = f"{self.catalog_path} (warehouse {self.warehouse})"
+        if not os.path.exists(self.catalog_path):
+            tables = {} if over_tables else self._tables_in_storage()
+            if tables:
+                raise CatalogMissingError(
+                    f"the catalog file {self.catalog_path} is missing, but the warehouse {self.warehouse} holds "
+                    f"{len(tables)} table(s) (for example {min(tables)}). Refusing to create an empty "
+                    f"catalog over them. If the file was moved, pass its catalog_path; otherwise "
+                    + _RECOVER_HINT.format(warehouse=self.warehouse))
+            if not create:
+                raise NoSuchWarehouseError(
+                    f"no lakefmt catalog at {where}: check the path, or pass create=True to make a new "
+                    "warehouse (on the command line: `lakefmt demo`, or `lakefmt create` a table)")
+            if self.read_only:
+                raise ReadOnlyCatalogError(f"cannot create the catalog {where}: it is opened read-only")
+            if self.io.scheme == "file":
+                os.makedirs(self.warehouse, exist_ok=True)
+            os.makedirs(os.path.dirname(self.catalog_path), exist_ok=True)
+        if not self.read_only:
+            reason = why_not_writable(self.catalog_path)
+            if reason is not None:
+                self.read_only, self.read_only_reason = True, reason
+        self._lock = LockFile(lock_path(self.catalog_path), read_only=self.read_only)
         with self.session() as s:
-            for sql in _SCHEMA_SQL:
-                s.con.execute(sql)
-            s.con.execute("INSERT OR IGNORE INTO lakefmt_catalog VALUES ('format-version', '1')")
-            row = s.con.execute("SELECT value FROM lakefmt_catalog WHERE key = 'format-version'").fetchone()
-            if row is None or row[0] != "1":
-                raise ValidationError(f"catalog {self.catalog_path} has format-version {row and row[0]!r}; "
-                                      "this lakefmt implements 1 (CAT-14)")
+            try:
+                check_catalog_file(s.con, self.catalog_path, read_only=self.read_only, why=self.read_only_reason,
+                                   recover_hint=_RECOVER_HINT.format(warehouse=self.warehouse))
+            except duckdb.Error as exc:
+                raise self._corrupt(exc) from exc
+
+    def _tables_in_storage(self) -> dict[str, list[str]]:
+        """Table locations under the warehouse that hold metadata files (LAYOUT-10); {} if none."""
+        try:
+            return find_metadata_files(self.io, self.warehouse)
+        except FileNotFoundError:
+            return {}
+
+    def _corrupt(self, exc: BaseException) -> CorruptCatalogError:
+        return CorruptCatalogError(
+            f"the catalog file {self.catalog_path} cannot be read as a lakefmt catalog ({exc}). If it is "
+            "damaged (empty, truncated or overwritten), restore it from a backup, or move it aside and "
+            + _RECOVER_HINT.format(warehouse=self.warehouse))
+
+    def _check_writable(self, what: str) -> None:
+        if self.read_only:
+            raise self._read_only_error(what)
+
+    def _read_only_error(self, what: str) -> ReadOnlyCatalogError:
+        return ReadOnlyCatalogError(f"cannot {what}: the catalog {self.catalog_path} is open read-only "
+                                    f"({self.read_only_reason}). Nothing was written; open it from a "
+                                    "process that can write the catalog file and its folder")
 
     def __repr__(self) -> str:
         return f"Catalog({self.warehouse!r}, catalog_path={self.catalog_path!r})"
@@ -197,25 +200,36 @@ class Catalog:
     def session(self) -> Iterator[CatalogSession]:
         """Exclusive access to the catalog file for one short unit of work (CAT-6).
 
-        The file is attached to this process's own in-memory DuckDB instance for the
-        session and detached at its end, which releases DuckDB's file lock exactly as
-        closing a connection does, for ~1 ms instead of the ~11 ms it costs to start a
-        DuckDB instance per session.
+        Waits at most ``lock_timeout`` seconds in all for the other threads of this
+        process, ``<catalog>.lock`` and DuckDB's own file lock, then raises
+        :class:`CatalogLockTimeoutError`. The file is attached to this process's own
+        in-memory DuckDB instance for the session and detached at its end, which
+        releases DuckDB's file lock exactly as closing a connection does, for ~1 ms
+        instead of the ~11 ms it costs to start a DuckDB instance per session. A
+        read-only catalog attaches the file ``READ_ONLY`` under a shared lock (CAT-18).
         """
-        with self._thread_lock, open(self.catalog_path + ".lock", "a+b") as lock_file:
-            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
-            try:
-                con = self._attach()
+        deadline = time.monotonic() + self.lock_timeout
+        if not self._thread_lock.acquire(timeout=min(self.lock_timeout, threading.TIMEOUT_MAX)):
+            raise CatalogLockTimeoutError(
+                f"another thread of this process (pid {os.getpid()}) held the catalog {self.catalog_path} "
+                f"for {self.lock_timeout:g}s; it is stuck inside a catalog session")
+        try:
+            with self._lock.held(deadline=deadline, timeout=self.lock_timeout):
+                con = self._attach(deadline)
                 try:
-                    yield CatalogSession(con)
-                except BaseException:
+                    yield CatalogSession(con, f"in catalog {self.catalog_path} (warehouse {self.warehouse})")
+                except BaseException as exc:
                     with contextlib.suppress(duckdb.Error):
                         con.execute("ROLLBACK")  # a unit of work left open by the error
+                    if self.read_only and isinstance(exc, duckdb.Error) and "read-only" in str(exc):
+                        raise self._read_only_error("write to it") from exc
+                    if isinstance(exc, duckdb.IOException) and any(m in str(exc) for m in DAMAGED):
+                        raise self._corrupt(exc) from exc
                     raise
                 finally:
                     self._detach(con)
-            finally:
-                fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+        finally:
+            self._thread_lock.release()
 
     def _instance(self) -> duckdb.DuckDBPyConnection:
         """This process's in-memory DuckDB instance (a forked child starts its own)."""
@@ -225,39 +239,52 @@ class Catalog:
 
     def _detach(self, con: duckdb.DuckDBPyConnection) -> None:
         try:
-            con.execute(f"USE memory; DETACH {_ATTACHED}")
+            con.execute(f"USE memory; DETACH {ATTACHED}")
         except duckdb.Error:
             self._duckdb = None  # closing the instance is sure to release the file
             con.close()
 
-    def _attach(self) -> duckdb.DuckDBPyConnection:
-        deadline = time.monotonic() + self.lock_timeout
+    def _attach(self, deadline: float) -> duckdb.DuckDBPyConnection:
         delay = 0.005
         path = self.catalog_path.replace("'", "''")
+        mode = " (READ_ONLY)" if self.read_only else ""
         while True:
             con = self._instance()
             try:
-                con.execute(f"ATTACH '{path}' AS {_ATTACHED}; USE {_ATTACHED}")
+                con.execute(f"ATTACH '{path}' AS {ATTACHED}{mode}; USE {ATTACHED}")
                 return con
-            except duckdb.IOException as exc:
-                # Another program (not following CAT-6) holds DuckDB's file lock.
-                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                    if "lock" in str(exc).lower():
-                        raise CatalogLockTimeoutError(
-                            f"catalog {self.catalog_path} stayed locked for {self.lock_timeout}s: {exc}"
-                        ) from exc
-                    raise
+            except duckdb.Error as exc:
+                message = str(exc)
+                if not isinstance(exc, duckdb.IOException) or "lock" not in message.lower():
+                    self._duckdb = None  # start from a fresh instance next time
+                    with contextlib.suppress(duckdb.Error):
+                        con.close()
+                    if "Permission denied" in message or "Read-only file system" in message:
+                        if self.read_only:
+                            raise InvalidCatalogPathError(f"the catalog file {self.catalog_path} cannot be read "
+                                                          f"by this process ({message}): check its permissions"
+                                                          ) from exc
+                        raise ReadOnlyCatalogError(
+                            f"the catalog file {self.catalog_path} cannot be opened for writing ({message}); "
+                            "open it with read_only=True to read it") from exc
+                    raise self._corrupt(exc) from exc
+                # A program that does not follow CAT-6, or a read-only reader (CAT-18), holds DuckDB's lock.
+                if time.monotonic() > deadline:
+                    raise CatalogLockTimeoutError(
+                        f"the catalog file {self.catalog_path} stayed locked by a program outside this "
+                        f"catalog's lock file for {self.lock_timeout:g}s: {message}") from exc
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)
 
     # -- namespaces ------------------------------------------------------------
     def create_namespace(self, namespace: str, properties: dict[str, str] | None = None) -> None:
         validate_name(namespace, "namespace")
+        self._check_writable(f"create namespace {namespace}")
         with self.session() as s:
             if self._namespace_exists(s, namespace):
                 raise NamespaceExistsError(f"namespace {namespace} already exists")
             s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)",
-                          [namespace, json.dumps(properties or {}), _utcnow()])
+                          [namespace, json.dumps(properties or {}), utcnow()])
 
     def list_namespaces(self) -> list[str]:
         with self.session() as s:
@@ -265,6 +292,7 @@ class Catalog:
 
     def drop_namespace(self, namespace: str) -> None:
         validate_name(namespace, "namespace")
+        self._check_writable(f"drop namespace {namespace}")
         with self.session() as s:
             if not self._namespace_exists(s, namespace):
                 raise NoSuchNamespaceError(f"namespace {namespace} does not exist")
@@ -289,6 +317,7 @@ class Catalog:
         from lakefmt.table import Table, new_table_metadata  # table sits above the catalog
 
         namespace, name = parse_identifier(identifier)
+        self._check_writable(f"create table {namespace}.{name}")
         table_uuid = str(uuid.uuid4())
         location = join(self.warehouse, namespace, f"{name}-{table_uuid.replace('-', '')[:12]}")
         metadata = new_table_metadata(schema, location=location, table_uuid=table_uuid,
@@ -299,7 +328,8 @@ class Catalog:
             if self._table_exists(s, namespace, name):
                 raise TableExistsError(f"table {namespace}.{name} already exists")
             self.io.write_bytes(metadata_location, metadata.dump_bytes())
-            now = _utcnow()
+            self.io.sync_directories()  # durable before the row names it (COMMIT-20)
+            now = utcnow()
             if not self._namespace_exists(s, namespace):
                 s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)", [namespace, "{}", now])
             s.con.execute("INSERT INTO tables VALUES (?, ?, ?, ?, 1, ?, ?)",
@@ -308,9 +338,79 @@ class Catalog:
                           [table_uuid, namespace, name, metadata_location, now])
         return Table(self, (namespace, name), metadata, metadata_location)
 
+    def register_table(self, identifier: str | Sequence[str], metadata_location: str) -> Table:
+        """Add an existing table to the catalog under ``identifier``, at ``metadata_location`` (CAT-20).
+
+        The metadata file is read and validated first; its version comes from its name
+        (LAYOUT-9). Nothing is written to the table's files. The catalog records the
+        registration in the commit log with operation ``register``, and the newest batch
+        of each idempotent writer found in the retained snapshot history (PROGRESS-1).
+
+        Raises:
+            CorruptMetadataError: the metadata file is missing or invalid.
+            ValidationError: ``metadata_location`` is not a metadata file name of LAYOUT-9, or
+                is on another store than the warehouse.
+            TableExistsError: the name is taken, or the table (its ``table-uuid``) is already
+                registered under another name.
+        """
+        from lakefmt.table import Table  # table sits above the catalog
+
+        namespace, name = parse_identifier(identifier)
+        self._check_writable(f"register table {namespace}.{name}")
+        if not isinstance(metadata_location, str):
+            raise ValidationError(f"metadata_location must be a string, got {metadata_location!r}")
+        location = normalize_location(metadata_location)
+        if scheme_of(location) != self.io.scheme:
+            raise ValidationError(f"{location} is not on the warehouse's store ({self.io.scheme}://); copy the "
+                                  "table under the warehouse first")
+        version = metadata_version(location)
+        metadata = read_metadata(self.io, location)
+        with self.session() as s:
+            if self._table_exists(s, namespace, name):
+                raise TableExistsError(f"table {namespace}.{name} already exists {s.where}")
+            other = s.con.execute("SELECT namespace, name FROM tables WHERE table_uuid = ?",
+                                  [metadata.table_uuid]).fetchone()
+            if other is not None:
+                raise TableExistsError(f"table-uuid {metadata.table_uuid} of {location} is already registered as "
+                                       f"{other[0]}.{other[1]}; two names must not share one table (LAYOUT-11)")
+            now = utcnow()
+            s.con.execute("BEGIN TRANSACTION")
+            if not self._namespace_exists(s, namespace):
+                s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)", [namespace, "{}", now])
+            s.con.execute("INSERT INTO tables VALUES (?, ?, ?, ?, ?, ?, ?)",
+                          [namespace, name, metadata.table_uuid, location, version, now, now])
+            s.con.execute("INSERT INTO commit_log VALUES (?, ?, ?, ?, NULL, ?, ?, 'register', ?, '{}')",
+                          [metadata.table_uuid, namespace, name, version, location, now,
+                           metadata.current_snapshot_id])
+            for batch, snapshot_id in _batches_in_history(metadata):
+                record_batch(s.con, metadata.table_uuid, batch, snapshot_id, now)
+            s.con.execute("COMMIT")
+        return Table(self, (namespace, name), metadata, location)
+
+    @classmethod
+    def recover(cls, warehouse: str = "warehouse", *, catalog_path: str | None = None,
+                storage_options: dict[str, Any] | None = None, lock_timeout: float = 30.0
+                ) -> tuple[Catalog, RecoveryReport]:
+        """Register every table found in ``warehouse`` from its newest usable metadata file (CAT-21).
+
+        Creates the catalog file if it is missing; tables already in the catalog (by
+        ``table-uuid``) are left alone, so running it twice is safe. Returns the catalog
+        and a report of what was registered, under which name, and what was skipped.
+
+        Example:
+            >>> cat, report = Catalog.recover("warehouse")
+            >>> [t.identifier for t in report.registered]
+            ['artemis.downlinks']
+        """
+        from lakefmt.recovery import register_found_tables  # recovery reads tables, above the catalog
+
+        catalog = cls.__new__(cls)
+        catalog._configure(warehouse, catalog_path, storage_options, lock_timeout, read_only=False)
+        catalog._open(create=True, over_tables=True)
+        return catalog, register_found_tables(catalog)
+
     def load_table(self, identifier: str | Sequence[str]) -> Table:
-        from lakefmt.metadata import read_metadata
-        from lakefmt.table import Table
+        from lakefmt.table import Table  # table sits above the catalog
 
         namespace, name = parse_identifier(identifier)
         location = self.current_metadata_location((namespace, name))
@@ -345,12 +445,13 @@ class Catalog:
         """Rename a table; its files stay where they are (CAT-7)."""
         old_ns, old_name = parse_identifier(old)
         new_ns, new_name = parse_identifier(new)
+        self._check_writable(f"rename table {old_ns}.{old_name}")
         with self.session() as s:
             if not self._table_exists(s, old_ns, old_name):
-                raise NoSuchTableError(f"table {old_ns}.{old_name} does not exist")
+                raise s.no_such_table(old_ns, old_name)
             if self._table_exists(s, new_ns, new_name):
                 raise TableExistsError(f"table {new_ns}.{new_name} already exists")
-            now = _utcnow()
+            now = utcnow()
             if not self._namespace_exists(s, new_ns):
                 s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)", [new_ns, "{}", now])
             s.con.execute("BEGIN TRANSACTION")
@@ -365,6 +466,7 @@ class Catalog:
     def drop_table(self, identifier: str | Sequence[str], *, purge: bool = False) -> None:
         """Remove a table from the catalog; with ``purge=True`` also delete its files (CAT-8)."""
         namespace, name = parse_identifier(identifier)
+        self._check_writable(f"drop table {namespace}.{name}")
         location = None
         with self.session() as s:
             metadata_location = s.current_location(namespace, name)

@@ -1,11 +1,14 @@
-"""Snapshot producers and the commit loop (spec/commits.md, COMMIT-1..COMMIT-12).
+"""Snapshot producers and the commit loop (spec/commits.md, COMMIT-1..COMMIT-12; idempotent
+commits: spec/catalog.md, PROGRESS-1..PROGRESS-4).
 
 A :class:`SnapshotProducer` turns a change of the file set (files added, files
 removed) into metadata updates against any base: it writes the manifests and the
 manifest list of one attempt, and validates the change against what was
 committed since the change was planned (COMMIT-7). :func:`commit_table` runs the
 protocol: build against the base, write the metadata file, swap the catalog
-pointer, and on a lost race re-read the base and build again.
+pointer, and on a lost race re-read the base and build again. Before each swap the
+writer's lease is checked under the catalog lock (COMMIT-19) and every folder that
+gained a file is made durable (COMMIT-20).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from lakefmt.errors import CommitConflictError, CommitError, CommitStateUnknownE
 from lakefmt.evaluators import MetricsEvaluator, PartitionEvaluator
 from lakefmt.expressions import BoundExpression
 from lakefmt.hooks import checkpoint
+from lakefmt.idempotency import WriterBatch, last_committed_batch
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
 from lakefmt.manifest_cache import read_entries
@@ -36,6 +40,7 @@ from lakefmt.updates import AddSnapshot, Requirement, SetCurrentSnapshot, Update
 
 if TYPE_CHECKING:
     from lakefmt.catalog import Catalog
+    from lakefmt.leases import WriteLease
 
 Build = Callable[[TableMetadata], tuple[list[Update], list[str]]]
 
@@ -56,6 +61,7 @@ class FileChange:
     conflict_filter: BoundExpression | None = None
     summary: dict[str, str] = field(default_factory=dict)
     requirements: list[Requirement] = field(default_factory=list)
+    writer_batch: WriterBatch | None = None  # an idempotent commit (PROGRESS-2)
 
 
 class SnapshotProducer:
@@ -80,6 +86,8 @@ class SnapshotProducer:
         """Updates that apply the change to ``base``, and the files this attempt wrote."""
         for requirement in self.change.requirements:
             requirement.check(base)
+        if self.change.writer_batch is not None:
+            self.change.writer_batch.check_history(base)  # PROGRESS-3, for commits logged nowhere else
         while base.has_snapshot(self.snapshot_id):
             self.snapshot_id = new_snapshot_id()
         self._validate_concurrent_additions(base)
@@ -151,8 +159,9 @@ class SnapshotProducer:
         if min_count == 0 or len(manifests) <= min_count:
             return manifests, []
         small_by_spec: dict[int, list[ManifestFile]] = {}
+        own = self._added_manifest.path if self._added_manifest is not None else None
         for m in manifests:
-            if m.length < target:
+            if m.length < target and m.path != own:  # merging its own would leave that file unreferenced
                 small_by_spec.setdefault(m.spec_id, []).append(m)
         out, written = list(manifests), []
         for spec_id, small in small_by_spec.items():
@@ -262,6 +271,8 @@ class SnapshotProducer:
                                     - sum(f.file_size_bytes for f in removed)),
         }
         summary.update(self.change.summary)
+        if self.change.writer_batch is not None:
+            summary.update(self.change.writer_batch.summary())
         return summary
 
 
@@ -292,13 +303,22 @@ def _read_many(io: FileIO, location: str, manifests: list[ManifestFile], base: T
 
 def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[TableMetadata, str],
                  build: Build, *, operation: str, snapshot_id: int | None = None,
-                 summary: dict[str, Any] | None = None, token: str | None = None) -> tuple[TableMetadata, str]:
+                 summary: dict[str, Any] | None = None, token: str | None = None,
+                 writer_batch: WriterBatch | None = None,
+                 lease: WriteLease | None = None) -> tuple[TableMetadata, str]:
     """Run the commit protocol (COMMIT-1..6) and return the new metadata and its location.
 
     ``build`` is called with a base and returns the updates and the files it wrote
     for that attempt. A first attempt is built against ``cached`` outside the
     catalog lock; inside the lock the pointer is checked, and if another writer
-    moved it, the change is rebuilt on the new base before the swap.
+    moved it, the change is rebuilt on the new base before the swap. ``lease`` is the
+    write lease protecting the operation's files: it is checked in the swap's session,
+    and a lost lease fails the commit with ``WriteLeaseLostError`` (COMMIT-19).
+
+    With ``writer_batch`` the commit is idempotent (PROGRESS-3): in the same catalog
+    session as the swap, before it, the writer's recorded progress is checked, and the
+    swap's transaction records the batch. A replay raises :class:`AlreadyCommittedError`
+    and deletes the files this call wrote.
     """
     namespace, name = identifier
     io = catalog.io
@@ -317,6 +337,15 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
         attempt_files: list[str] = []
         with catalog.session() as session:
             current = session.current_location(namespace, name)
+            if writer_batch is not None:
+                try:
+                    writer_batch.check(last_committed_batch(session.con, cached_meta.table_uuid,
+                                                            writer_batch.writer_id, migrate=True),
+                                       where="catalog writer_progress")
+                except BaseException:
+                    if prepared is not None:
+                        io.delete_many(prepared[2])
+                    raise
             try:
                 if prepared is not None and prepared[0] == current:
                     base = cached_meta
@@ -330,6 +359,8 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                                                   "since this commit was planned (COMMIT-7)")
                     updates, attempt_files = build(base)
                 prepared = None
+                if lease is not None:
+                    lease.verify_in_session(session)  # COMMIT-19: its files are still protected
                 new_meta = apply_updates(base, updates, timestamp_ms=int(time.time() * 1000),
                                          previous_location=relative_to(base.location, current),
                                          metadata_log_max=int_property(base.properties, METADATA_PREVIOUS_MAX))
@@ -337,6 +368,7 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                 new_location = f"{base.location}/metadata/v{_version(current) + 1:06d}-{unique}.metadata.json"
                 io.write_bytes(new_location, new_meta.dump_bytes())
                 attempt_files.append(new_location)
+                io.sync_directories()  # COMMIT-20: every file of the commit is durable before the swap
                 checkpoint("after-metadata-file")
             except BaseException:
                 io.delete_many(attempt_files)
@@ -352,7 +384,8 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                 log_summary, log_snapshot_id = dict(summary or {}), snapshot_id
             try:
                 swapped = session.compare_and_swap(namespace, name, current, new_location, operation=operation,
-                                                   snapshot_id=log_snapshot_id, summary=log_summary)
+                                                   snapshot_id=log_snapshot_id, summary=log_summary,
+                                                   writer_batch=writer_batch)
             except Exception as exc:  # the outcome of the swap is unknown: keep every file (COMMIT-11)
                 raise CommitStateUnknownError(f"catalog swap for {namespace}.{name} failed: {exc}") from exc
             if swapped:

@@ -20,6 +20,10 @@ binary          ``bytes``
 Bounds in manifests are stored as bytes (TYPE-6): little-endian for fixed-width
 numbers, UTF-8 for strings, two's-complement big-endian unscaled integers for
 decimals. String and binary bounds are truncated to 16 characters/bytes (TYPE-7).
+
+:func:`physical_range` gives the values a column of each type may hold (TYPE-10):
+dates and timestamps in years 0001 to 9999, times within one day, decimals within
+their precision.
 """
 
 from __future__ import annotations
@@ -37,6 +41,13 @@ EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 BOUND_TRUNCATE_LENGTH = 16
 _US = dt.timedelta(microseconds=1)
 _DECIMAL_CONTEXT = decimal.Context(prec=100)  # exact for decimal(76, S); the default 28 digits round
+
+US_PER_DAY = 86_400_000_000
+MIN_DATE_DAYS = (dt.date.min - EPOCH_DATE).days  # 0001-01-01 (TYPE-10)
+MAX_DATE_DAYS = (dt.date.max - EPOCH_DATE).days  # 9999-12-31
+MIN_TIMESTAMP_US = MIN_DATE_DAYS * US_PER_DAY  # 0001-01-01T00:00:00
+MAX_TIMESTAMP_US = (MAX_DATE_DAYS + 1) * US_PER_DAY - 1  # 9999-12-31T23:59:59.999999
+MAX_TIME_US = US_PER_DAY - 1  # 23:59:59.999999
 
 
 def to_physical(ltype: LakeType, value: Any) -> Any:
@@ -76,6 +87,26 @@ def to_physical(ltype: LakeType, value: Any) -> Any:
     if name == "binary":
         return bytes(value)
     raise ValueError(f"no physical form for {ltype}")
+
+
+def physical_range(ltype: LakeType) -> tuple[Any, Any] | None:
+    """The smallest and largest physical value a column of ``ltype`` may hold (TYPE-10).
+
+    None for types whose every Arrow value can be stored (booleans, integers, floats,
+    strings, binary).
+    """
+    name = ltype.name
+    if name == "date":
+        return MIN_DATE_DAYS, MAX_DATE_DAYS
+    if name == "time":
+        return 0, MAX_TIME_US
+    if name in ("timestamp", "timestamptz"):
+        return MIN_TIMESTAMP_US, MAX_TIMESTAMP_US
+    if name == "decimal":
+        largest = decimal.Decimal(10 ** (ltype.precision or 0) - 1).scaleb(-(ltype.scale or 0),
+                                                                             context=_DECIMAL_CONTEXT)
+        return -largest, largest
+    return None
 
 
 def to_python(ltype: LakeType, value: Any) -> Any:

@@ -8,15 +8,14 @@ time), compacts the data files (sort or Z-order) and the manifests, measures aga
 and shows that a reader pinned to the pre-compaction snapshot still reads exactly
 the same rows.
 
-Wired into the CLI as ``lakefmt demo`` through :func:`add_demo_parser` and
-:func:`run_demo`. Re-runnable: an existing demo table is dropped (with its files).
+Run by ``lakefmt demo`` (:mod:`lakefmt.cli.demo`) through :func:`run_demo`. Re-runnable: an
+existing demo table is dropped (with its files).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from datetime import datetime, timezone
 from typing import Any
@@ -25,8 +24,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.catalog import Catalog
+from lakefmt.cli.progress import group_progress, progress_bar
 from lakefmt.compaction import checksum, planning_seconds
-from lakefmt.compaction.cli import ProgressBar
 from lakefmt.compaction.planner import format_bytes
 from lakefmt.table import Table
 
@@ -41,25 +40,6 @@ SCHEMA = pa.schema([
 SENSOR_KINDS = pa.array(["cam", "imu", "rad", "spectro", "thermal"])
 COMMIT_SECONDS = 30
 START = datetime(2026, 3, 15, 22, 30, tzinfo=timezone.utc)
-
-
-def add_demo_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``demo`` sub-command to an ``argparse`` sub-parsers object."""
-    p = subparsers.add_parser(
-        "demo", help="simulate Artemis ingest into thousands of small files, then compact them",
-        description="Simulate a downlink pipeline committing every 30 simulated seconds (one small file per "
-                    "partition per commit), measure planning and a selective query, compact with sort or "
-                    "Z-order and compact manifests, and measure again.")
-    p.add_argument("--warehouse", default=argparse.SUPPRESS, help="warehouse folder (default ./warehouse)")
-    p.add_argument("--catalog-path", default=argparse.SUPPRESS, help="DuckDB catalog file")
-    p.add_argument("--table", default="artemis.downlinks_demo", help="table to (re)create")
-    p.add_argument("--commits", type=int, default=300, help="ingest commits, 30 simulated seconds apart")
-    p.add_argument("--missions", type=int, default=8, help="missions (one partition each per day)")
-    p.add_argument("--payloads", type=int, default=12, help="payloads per mission")
-    p.add_argument("--rows-per-commit", type=int, default=8000, help="rows per commit, over all missions")
-    p.add_argument("--strategy", choices=("sort", "zorder"), default="sort", help="compaction strategy")
-    p.add_argument("--seed", type=int, default=7)
-    return p
 
 
 def simulated_commit(index: int, *, rows: int, missions: int, payloads: int, seed: int) -> pa.Table:
@@ -113,7 +93,7 @@ def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; returns 0 when the pinned reader and the compacted table read the same rows."""
     warehouse = getattr(args, "warehouse", None) or "warehouse"
     catalog = Catalog(warehouse, catalog_path=getattr(args, "catalog_path", None),
-                      storage_options=getattr(args, "storage_options", None) or None)
+                      storage_options=getattr(args, "storage_options", None) or None, create=True)
     name = args.table
     if catalog.table_exists(name):
         catalog.drop_table(name, purge=True)
@@ -127,11 +107,11 @@ def run_demo(args: argparse.Namespace) -> int:
           f"({START:%Y-%m-%d %H:%M} -> {datetime.fromtimestamp(end, timezone.utc):%Y-%m-%d %H:%M} UTC), "
           f"{args.rows_per_commit:,} rows each")
     started = time.perf_counter()
-    bar = ProgressBar(args.commits, "commits", stream=sys.stderr)
+    bar = progress_bar(args.commits, "commits")
     for i in range(args.commits):
         table.append(simulated_commit(i, rows=args.rows_per_commit, missions=args.missions,
                                       payloads=args.payloads, seed=args.seed))
-        bar.update(i + 1)
+        bar.update(1)
     bar.close()
     print(f"  ingest took {time.perf_counter() - started:.1f} s")
     query = f"mission_id = {min(3, args.missions - 1)} AND payload_id = {min(5, args.payloads - 1)} " \
@@ -151,11 +131,11 @@ def run_demo(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     manifests = table.compaction.rewrite_manifests(probe_filter=query)
     print("  " + manifests.summary().replace("\n", "\n  "))
-    bar = ProgressBar(1, "groups", stream=sys.stderr)
+    bar = progress_bar(0, "groups")
     kwargs: dict[str, Any] = {"sort_by": columns} if args.strategy == "sort" else {"columns": columns}
     result = table.compaction.run(args.strategy, min_age_seconds=0, target_file_size=target,
                                   max_concurrent_groups=max(1, min(4, os.cpu_count() or 2)),
-                                  progress=bar.groups, **kwargs)
+                                  progress=group_progress(bar), **kwargs)
     bar.close()
     print("  " + result.summary().replace("\n", "\n  "))
     print(f"  compaction took {time.perf_counter() - started:.1f} s")

@@ -15,7 +15,9 @@ all: random doubles (``value``, 6% saved) and delta-packed timestamps that arriv
 random order within a window (``ts``, 0% saved) cost half of their write time in ZSTD
 for that, so a column saving less than :data:`MIN_ZSTD_SAVING` in a trial write of the
 sample is stored uncompressed: 15% less CPU for a whole bin-pack rewrite (reading and
-verifying included) for 3% more bytes on that data.
+verifying included) for 3% more bytes on that data. The trial write is made only when
+more rows than the sample arrive: for a small write the trial would cost as much as the
+write itself, and compressing a small file's incompressible column costs little.
 
 :func:`choose_encodings` decides per column from a sample of the rows: a top-level
 column keeps its dictionary unless at least :data:`HIGH_CARDINALITY_RATIO` of the
@@ -37,6 +39,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -89,13 +92,17 @@ def _leaves(dtype: pa.DataType) -> int:
     return 1
 
 
-def leaf_paths(schema: pa.Schema) -> list[tuple[int, str]]:
-    """``(top-level column index, Parquet leaf path)`` for every leaf column ``schema`` writes."""
+@lru_cache(maxsize=64)
+def leaf_paths(schema: pa.Schema) -> tuple[tuple[int, str], ...]:
+    """``(top-level column index, Parquet leaf path)`` for every leaf column ``schema`` writes.
+
+    Cached by schema: a table's writers ask for the same few schemas again and again.
+    """
     sink = pa.BufferOutputStream()
     pq.write_table(schema.empty_table(), sink)
     parquet_schema = pq.read_metadata(pa.BufferReader(sink.getvalue())).schema
     owners = [i for i, field in enumerate(schema) for _ in range(_leaves(field.type))]
-    return [(owners[i], parquet_schema.column(i).path) for i in range(len(parquet_schema))]
+    return tuple((owners[i], parquet_schema.column(i).path) for i in range(len(parquet_schema)))
 
 
 def _delta_packable(dtype: pa.DataType) -> bool:
@@ -112,8 +119,10 @@ def choose_encodings(sample: pa.Table, compression_level: int = 3,
     ones, which are written plain, or ``DELTA_BINARY_PACKED`` when stored as integers;
     of those, the ones ZSTD does not shrink by ``min_saving`` (the table's
     ``write.parquet.min-compression-saving``; 0 compresses every column) are stored
-    uncompressed (:func:`incompressible`).
+    uncompressed (:func:`incompressible`), measured only when ``sample`` holds more rows
+    than the sample size.
     """
+    measure = min_saving > 0 and sample.num_rows > SAMPLE_ROWS
     sample = sample.slice(0, SAMPLE_ROWS)
     plain = {i for i, (field, column) in enumerate(zip(sample.schema, sample.columns))
              if not pa.types.is_nested(field.type) and not pa.types.is_boolean(field.type)
@@ -124,8 +133,7 @@ def choose_encodings(sample: pa.Table, compression_level: int = 3,
     dictionary = [path for owner, path in leaves if owner not in plain]
     delta = {sample.schema.field(i).name: "DELTA_BINARY_PACKED" for i in sorted(plain)
              if _delta_packable(sample.schema.field(i).type)}
-    raw = incompressible(sample.select(sorted(plain)), delta, compression_level, min_saving) if min_saving > 0 \
-        else ()
+    raw = incompressible(sample.select(sorted(plain)), delta, compression_level, min_saving) if measure else ()
     compression = {path: "none" if path in raw else "zstd" for _, path in leaves} if raw else "zstd"
     return Encodings(dictionary, delta or None, compression)
 

@@ -49,6 +49,7 @@ from lakefmt.expressions import (
     Predicate,
     and_,
     bind,
+    operands,
     or_,
 )
 from lakefmt.manifest import DataFile, ManifestFile
@@ -66,13 +67,13 @@ _INTEGRAL_RANGE = {"int": (-2**31, 2**31 - 1), "date": (-2**31, 2**31 - 1),
 # -- NOT push-down (EXPR-6) ---------------------------------------------------------------------
 
 def rewrite_not(expr: Expression) -> Expression:
-    """An equivalent expression without Not nodes (EXPR-6)."""
+    """An equivalent expression without Not nodes (EXPR-6); AND/OR chains come out balanced (EXPR-11)."""
     if isinstance(expr, Not):
         return _negate(expr.child)
     if isinstance(expr, And):
-        return and_(rewrite_not(expr.left), rewrite_not(expr.right))
+        return and_(*(rewrite_not(e) for e in operands(expr, And)))
     if isinstance(expr, Or):
-        return or_(rewrite_not(expr.left), rewrite_not(expr.right))
+        return or_(*(rewrite_not(e) for e in operands(expr, Or)))
     return expr
 
 
@@ -84,9 +85,9 @@ def _negate(expr: Expression) -> Expression:
     if isinstance(expr, Not):
         return rewrite_not(expr.child)
     if isinstance(expr, And):
-        return or_(_negate(expr.left), _negate(expr.right))
+        return or_(*(_negate(e) for e in operands(expr, And)))
     if isinstance(expr, Or):
-        return and_(_negate(expr.left), _negate(expr.right))
+        return and_(*(_negate(e) for e in operands(expr, Or)))
     if isinstance(expr, BoundPredicate) and expr.type.name in _FLOATS and expr.op in _ORDERING:
         nan = BoundPredicate("is_nan", expr.field_id, expr.name, expr.type)
         return Or(replace(expr, op=NEGATED_OP[expr.op]), nan)
@@ -101,11 +102,13 @@ def _prepare(expr: Expression | str | None, schema: Schema) -> Expression:
 
 def _require_bound(expr: Expression) -> Expression:
     expr = rewrite_not(expr)
-    if isinstance(expr, Predicate):
-        raise FilterError(f"predicate {expr} is not bound; call lakefmt.expressions.bind first")
-    if isinstance(expr, (And, Or)):
-        _require_bound(expr.left)
-        _require_bound(expr.right)
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Predicate):
+            raise FilterError(f"predicate {e} is not bound; call lakefmt.expressions.bind first")
+        if isinstance(e, (And, Or)):
+            stack += (e.left, e.right)
     return expr
 
 
@@ -420,18 +423,38 @@ def to_arrow_expression(expr: Expression, column_name: Callable[[int], str | Non
     ``column_name(field_id)`` names the column in the data being filtered, or returns None if the
     data lacks it (it then reads as all null). Columns must already have the table's Arrow types.
     """
-    return _to_arrow(_require_bound(expr), column_name)
+    return _to_arrow(_require_bound(expr), column_name, 0)
 
 
-def _to_arrow(expr: Expression, column_name: Callable[[int], str | None]) -> pc.Expression:
+# Arrow flattens a run of nested and_kleene (or or_kleene) calls into one chain and walks it
+# recursively: about 9,000 terms overflow an 8 MiB stack and crash the process. Every
+# _BARRIER_LEVELS levels of the (balanced) tree, a node is written in an equivalent form that
+# Arrow does not flatten, so no run is longer than 2**_BARRIER_LEVELS terms (EXPR-11).
+_BARRIER_LEVELS = 6
+
+
+def _kleene_and(a: pc.Expression, b: pc.Expression, barrier: bool) -> pc.Expression:
+    if not barrier:
+        return a & b
+    return pc.and_not_kleene(a, pc.invert(b))  # a AND NOT (NOT b)
+
+
+def _kleene_or(a: pc.Expression, b: pc.Expression, barrier: bool) -> pc.Expression:
+    if not barrier:
+        return a | b
+    return pc.invert(pc.and_not_kleene(pc.invert(a), b))  # NOT (NOT a AND NOT b)
+
+
+def _to_arrow(expr: Expression, column_name: Callable[[int], str | None], level: int) -> pc.Expression:
     if isinstance(expr, AlwaysTrue):
         return pc.scalar(True)
     if isinstance(expr, AlwaysFalse):
         return pc.scalar(False)
-    if isinstance(expr, And):
-        return _to_arrow(expr.left, column_name) & _to_arrow(expr.right, column_name)
-    if isinstance(expr, Or):
-        return _to_arrow(expr.left, column_name) | _to_arrow(expr.right, column_name)
+    if isinstance(expr, (And, Or)):
+        left = _to_arrow(expr.left, column_name, level + 1)
+        right = _to_arrow(expr.right, column_name, level + 1)
+        barrier = level % _BARRIER_LEVELS == _BARRIER_LEVELS - 1
+        return (_kleene_and if isinstance(expr, And) else _kleene_or)(left, right, barrier)
     if not isinstance(expr, BoundPredicate):
         raise FilterError(f"cannot translate {expr!r}")
     name = column_name(expr.field_id)

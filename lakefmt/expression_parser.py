@@ -20,6 +20,12 @@ Integers parse as ``int``, ``123.45`` as ``Decimal``, ``1e3`` as ``float``. ``TI
 without an offset are naive; ``TIMESTAMPTZ`` literals without an offset are UTC. Syntax errors raise
 FilterError whose message ends with ``at position N`` (0-based character offset, also available as
 the ``position`` attribute of the error).
+
+Limits (EXPR-11): parentheses and NOT nest at most ``MAX_FILTER_DEPTH`` (100) levels deep and an
+integer literal has at most ``MAX_INTEGER_DIGITS`` (38) digits; breaking either raises FilterError.
+Chains of AND/OR of any length parse into balanced trees. The parser keeps an explicit stack
+rather than recursing, and the tokenizer matches each token once at its position, so parsing is
+linear in the text's length.
 """
 
 from __future__ import annotations
@@ -28,19 +34,30 @@ import datetime as dt
 import decimal
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lakefmt.errors import FilterError
 from lakefmt.expressions import (
-    ALWAYS_FALSE, ALWAYS_TRUE, NAN_OPS, SET_OPS, UNARY_OPS, Expression, Predicate, and_, not_, or_,
+    ALWAYS_FALSE,
+    ALWAYS_TRUE,
+    MAX_FILTER_DEPTH,
+    MAX_INTEGER_DIGITS,
+    NAN_OPS,
+    SET_OPS,
+    UNARY_OPS,
+    Expression,
+    Predicate,
+    and_,
+    not_,
+    or_,
 )
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
   | (?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)
-  | (?P<str>'(?:[^']|'')*')
-  | (?P<qid>"(?:[^"]|"")*")
+  | (?P<str>'[^']*+(?:''[^']*+)*+')
+  | (?P<qid>"[^"]*+(?:""[^"]*+)*+")
   | (?P<id>[^\W\d]\w*)
   | (?P<op><=|>=|<>|!=|==|[=<>(),+-])
 """, re.VERBOSE)
@@ -63,6 +80,27 @@ class _Tok:
         return self.kind == "op" and self.text in ops
 
 
+@dataclass
+class _Frame:
+    """One open parenthesis (or the whole filter) while parsing."""
+
+    nots: int  # NOTs written before the parenthesis
+    or_terms: list[Expression] = field(default_factory=list)
+    and_terms: list[Expression] = field(default_factory=list)
+
+    def close_and(self) -> None:
+        self.or_terms.append(and_(*self.and_terms))
+        self.and_terms = []
+
+    def result(self) -> Expression:
+        self.close_and()
+        return or_(*self.or_terms)
+
+
+def _negated(expr: Expression, nots: int) -> Expression:
+    return not_(expr) if nots % 2 else expr
+
+
 @dataclass(frozen=True)
 class _Operand:
     is_column: bool
@@ -70,8 +108,16 @@ class _Operand:
     pos: int
 
 
+_CONTEXT = 40  # characters of filter text shown on each side of an error's position
+
+
 def _error(text: str, message: str, pos: int) -> FilterError:
-    err = FilterError(f"{message} at position {pos}\n  {text}\n  {' ' * pos}^")
+    """A FilterError at ``pos``, quoting at most ``_CONTEXT`` characters on each side of it."""
+    start, end = max(0, pos - _CONTEXT), min(len(text), pos + _CONTEXT)
+    head = "…" if start else ""
+    excerpt = head + text[start:end].replace("\n", " ").replace("\t", " ") + ("…" if end < len(text) else "")
+    caret = " " * (len(head) + pos - start) + "^"
+    err = FilterError(f"{message} at position {pos}\n  {excerpt}\n  {caret}")
     err.position = pos  # type: ignore[attr-defined]
     return err
 
@@ -123,36 +169,52 @@ class _Parser:
         return self.next()
 
     def parse(self) -> Expression:
+        """``expr`` of the grammar, parsed with an explicit stack instead of recursion.
+
+        Each open parenthesis is a frame holding the finished OR terms and the AND terms of the
+        current OR term; NOTs wait on the frame (before a parenthesis) or apply to the next
+        primary. The nesting depth (parentheses and NOTs) is bounded by MAX_FILTER_DEPTH, and
+        chains of any length become balanced trees (EXPR-11).
+        """
         if self.tok.kind == "eof":
             raise self.fail("empty filter")
-        expr = self.parse_or()
-        if self.tok.kind != "eof":
-            raise self.fail("expected AND, OR or end of filter")
-        return expr
+        frames = [_Frame(nots=0)]
+        depth = 0  # open parentheses plus NOTs waiting for their operand
+        while True:
+            nots = 0
+            while self.tok.is_kw("NOT") or self.tok.is_op("("):
+                depth += 1
+                if depth > MAX_FILTER_DEPTH:
+                    raise self.fail(f"the filter nests parentheses and NOT more than "
+                                    f"{MAX_FILTER_DEPTH} levels deep (the limit, EXPR-11)")
+                if self.next().text == "(":
+                    frames.append(_Frame(nots=nots))
+                    nots = 0
+                else:
+                    nots += 1
+            expr = _negated(self.parse_primary(), nots)
+            depth -= nots
+            while True:
+                frame = frames[-1]
+                frame.and_terms.append(expr)
+                if self.tok.is_kw("AND"):
+                    self.next()
+                    break
+                if self.tok.is_kw("OR"):
+                    self.next()
+                    frame.close_and()
+                    break
+                if len(frames) == 1:
+                    if self.tok.kind != "eof":
+                        raise self.fail("expected AND, OR or end of filter")
+                    return frame.result()
+                self.expect_op(")")
+                frames.pop()
+                expr = _negated(frame.result(), frame.nots)
+                depth -= 1 + frame.nots
 
-    def parse_or(self) -> Expression:
-        expr = self.parse_and()
-        while self.tok.is_kw("OR"):
-            self.next()
-            expr = or_(expr, self.parse_and())
-        return expr
-
-    def parse_and(self) -> Expression:
-        expr = self.parse_not()
-        while self.tok.is_kw("AND"):
-            self.next()
-            expr = and_(expr, self.parse_not())
-        return expr
-
-    def parse_not(self) -> Expression:
-        if self.tok.is_kw("NOT"):
-            self.next()
-            return not_(self.parse_not())
-        if self.tok.is_op("("):
-            self.next()
-            expr = self.parse_or()
-            self.expect_op(")")
-            return expr
+    def parse_primary(self) -> Expression:
+        """``not_expr`` without its NOTs and parentheses: TRUE, FALSE, a call or a predicate."""
         if self.tok.is_kw("TRUE", "FALSE") and not self.peek().is_op(*_CMP):
             return ALWAYS_TRUE if self.next().text.upper() == "TRUE" else ALWAYS_FALSE
         if self.tok.kind == "id" and self.peek().is_op("("):
@@ -272,7 +334,7 @@ class _Parser:
             sign = -1 if tok.is_op("-") else 1
             if tok.kind == "op":
                 self.next()
-            return _Operand(False, _number(self.next().text, sign), tok.pos)
+            return _Operand(False, self.number(self.next(), sign), tok.pos)
         if tok.kind == "id":
             word = tok.text.upper()
             if word in ("TRUE", "FALSE"):
@@ -288,6 +350,21 @@ class _Parser:
             self.next()
             return _Operand(True, tok.text, tok.pos)
         raise self.fail("expected a column or a literal")
+
+    def number(self, tok: _Tok, sign: int) -> Any:
+        """An ``int``, ``Decimal`` or ``float``; integers have at most MAX_INTEGER_DIGITS digits (EXPR-11)."""
+        text = tok.text
+        if "e" in text or "E" in text:
+            return sign * float(text)
+        if "." in text:
+            return sign * decimal.Decimal(text)
+        digits = len(text.lstrip("0"))
+        if digits > MAX_INTEGER_DIGITS:
+            shown = text if len(text) <= 24 else f"{text[:12]}…{text[-6:]}"
+            raise _error(self.text, f"integer literal {shown} ({digits} digits) is out of range: "
+                         f"integers have at most {MAX_INTEGER_DIGITS} digits, the range of "
+                         f"decimal(38, 0); use a float literal such as 1e40 instead", tok.pos)
+        return sign * int(text)
 
     def typed_literal(self, word: str, tok: _Tok) -> Any:
         text = _unquote(tok.text, "'").strip()
@@ -308,12 +385,6 @@ def _unquote(text: str, quote: str) -> str:
     return text[1:-1].replace(quote * 2, quote)
 
 
-def _number(text: str, sign: int) -> Any:
-    if "e" in text or "E" in text:
-        return sign * float(text)
-    if "." in text:
-        return sign * decimal.Decimal(text)
-    return sign * int(text)
 
 
 def parse_filter(text: str) -> Expression:

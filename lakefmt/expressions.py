@@ -14,6 +14,9 @@
   filter is TRUE; a comparison with NULL is NULL (so ``x != 1`` does not select nulls), IN is
   the OR of equalities. Float comparisons follow IEEE 754: with NaN they are FALSE, except
   ``!=``; so ``NOT (f < 5)`` holds for NaN. ``is_nan``/``not_nan`` test for NaN (NULL on NULL).
+* EXPR-11 Limits: filter text nests parentheses and NOT at most ``MAX_FILTER_DEPTH`` deep and
+  integer literals have at most ``MAX_INTEGER_DIGITS`` digits; AND/OR chains of any length
+  work, because ``and_``/``or_`` build balanced trees and binding flattens chains.
 
 Example:
     >>> bind((col("id") >= 3) & col("name").starts_with("ab"), schema)
@@ -25,8 +28,8 @@ import datetime as dt
 import decimal
 import math
 import struct
-from dataclasses import dataclass
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from lakefmt.conversions import EPOCH_DATE, EPOCH_NAIVE, EPOCH_UTC, to_physical, to_python
@@ -44,6 +47,10 @@ NEGATED_OP = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": 
               "in": "not_in", "not_in": "in", "is_null": "not_null", "not_null": "is_null",
               "is_nan": "not_nan", "not_nan": "is_nan",
               "starts_with": "not_starts_with", "not_starts_with": "starts_with"}
+MAX_FILTER_DEPTH = 100
+"""How deep parentheses and NOT may nest in filter text (EXPR-11); chains of AND/OR are not limited."""
+MAX_INTEGER_DIGITS = 38
+"""The most digits an integer literal may have (EXPR-11): the widest decimal, decimal(38, 0)."""
 _INT_RANGE = {"int": (-2**31, 2**31 - 1), "long": (-2**63, 2**63 - 1)}
 _US = dt.timedelta(microseconds=1)
 
@@ -95,7 +102,7 @@ class And(Expression):
     right: Expression
 
     def __str__(self) -> str:
-        return f"({self.left} AND {self.right})"
+        return "(" + " AND ".join(str(e) for e in operands(self, And)) + ")"
 
 
 @dataclass(frozen=True)
@@ -104,7 +111,7 @@ class Or(Expression):
     right: Expression
 
     def __str__(self) -> str:
-        return f"({self.left} OR {self.right})"
+        return "(" + " OR ".join(str(e) for e in operands(self, Or)) + ")"
 
 
 @dataclass(frozen=True)
@@ -116,31 +123,59 @@ class Not(Expression):
 
 
 def and_(*exprs: Expression) -> Expression:
-    """Conjunction, simplified around ALWAYS_TRUE/ALWAYS_FALSE."""
-    result: Expression = ALWAYS_TRUE
+    """Conjunction, simplified around ALWAYS_TRUE/ALWAYS_FALSE (EXPR-11: a balanced tree)."""
+    terms: list[Expression] = []
     for e in exprs:
         _check_expr(e)
-        if isinstance(e, AlwaysFalse) or isinstance(result, AlwaysFalse):
-            result = ALWAYS_FALSE
-        elif isinstance(result, AlwaysTrue):
-            result = e
-        elif not isinstance(e, AlwaysTrue):
-            result = And(result, e)
-    return result
+        if isinstance(e, AlwaysFalse):
+            return ALWAYS_FALSE
+        if not isinstance(e, AlwaysTrue):
+            terms.append(e)
+    return _balanced(And, terms) if terms else ALWAYS_TRUE
 
 
 def or_(*exprs: Expression) -> Expression:
-    """Disjunction, simplified around ALWAYS_TRUE/ALWAYS_FALSE."""
-    result: Expression = ALWAYS_FALSE
+    """Disjunction, simplified around ALWAYS_TRUE/ALWAYS_FALSE (EXPR-11: a balanced tree)."""
+    terms: list[Expression] = []
     for e in exprs:
         _check_expr(e)
-        if isinstance(e, AlwaysTrue) or isinstance(result, AlwaysTrue):
-            result = ALWAYS_TRUE
-        elif isinstance(result, AlwaysFalse):
-            result = e
-        elif not isinstance(e, AlwaysFalse):
-            result = Or(result, e)
-    return result
+        if isinstance(e, AlwaysTrue):
+            return ALWAYS_TRUE
+        if not isinstance(e, AlwaysFalse):
+            terms.append(e)
+    return _balanced(Or, terms) if terms else ALWAYS_FALSE
+
+
+def _balanced(node: type[And | Or], terms: list[Expression]) -> Expression:
+    """Combine ``terms`` pairwise, level by level: depth log2(n), and left-deep up to three terms.
+
+    A chain of n terms must not become a tree of depth n, or every walk over it (binding,
+    pruning, equality, printing) would recurse n deep (EXPR-11).
+    """
+    while len(terms) > 1:
+        paired = [node(terms[i], terms[i + 1]) for i in range(0, len(terms) - 1, 2)]
+        if len(terms) % 2:
+            paired.append(terms[-1])
+        terms = paired
+    return terms[0]
+
+
+def operands(expr: Expression, node: type[And | Or]) -> list[Expression]:
+    """The terms of the ``node`` chain rooted at ``expr``, left to right, found without recursion.
+
+    ``operands(a & (b & c), And) == [a, b, c]``; an ``expr`` that is not a ``node`` is its own
+    single term.
+    """
+    out: list[Expression] = []
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if type(e) is node:
+            stack.append(e.right)
+            stack.append(e.left)
+        else:
+            out.append(e)
+    return out
 
 
 def not_(expr: Expression) -> Expression:
@@ -298,14 +333,25 @@ def bind(expr: Expression | str | None, schema: Schema) -> Expression:
         FilterError: a literal does not fit its column's type, or an operator does not apply.
     """
     expr = to_expression(expr)
+    try:
+        return _bind(expr, schema)
+    except RecursionError:
+        # Only a tree built in Python can get here: parsed text is limited to MAX_FILTER_DEPTH
+        # levels, and chains of any length are flattened below (EXPR-11).
+        raise FilterError("the filter is nested too deeply to bind; build long AND/OR chains with "
+                          f"and_(*terms) / or_(*terms) and nest parentheses and NOT at most "
+                          f"{MAX_FILTER_DEPTH} levels deep (EXPR-11)") from None
+
+
+def _bind(expr: Expression, schema: Schema) -> Expression:
     if isinstance(expr, (AlwaysTrue, AlwaysFalse)):
         return expr
-    if isinstance(expr, And):
-        return and_(bind(expr.left, schema), bind(expr.right, schema))
+    if isinstance(expr, And):  # chains are flattened and rebuilt balanced (EXPR-11)
+        return and_(*(_bind(e, schema) for e in operands(expr, And)))
     if isinstance(expr, Or):
-        return or_(bind(expr.left, schema), bind(expr.right, schema))
+        return or_(*(_bind(e, schema) for e in operands(expr, Or)))
     if isinstance(expr, Not):
-        return not_(bind(expr.child, schema))
+        return not_(_bind(expr.child, schema))
     if isinstance(expr, BoundPredicate):
         field = schema.field_by_id(expr.field_id)
         if field is None or not can_promote(expr.type, field.type):
@@ -348,15 +394,19 @@ def _bind_predicate(pred: Predicate, schema: Schema) -> Expression:
 
 def referenced_field_ids(expr: Expression) -> set[int]:
     """Field ids used by the bound predicates of ``expr``."""
-    if isinstance(expr, BoundPredicate):
-        return {expr.field_id}
-    if isinstance(expr, (And, Or)):
-        return referenced_field_ids(expr.left) | referenced_field_ids(expr.right)
-    if isinstance(expr, Not):
-        return referenced_field_ids(expr.child)
-    if isinstance(expr, Predicate):
-        raise FilterError(f"predicate {expr} is not bound")
-    return set()
+    ids: set[int] = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, BoundPredicate):
+            ids.add(e.field_id)
+        elif isinstance(e, (And, Or)):
+            stack += (e.left, e.right)
+        elif isinstance(e, Not):
+            stack.append(e.child)
+        elif isinstance(e, Predicate):
+            raise FilterError(f"predicate {e} is not bound")
+    return ids
 
 
 def _mismatch(value: Any, ltype: LakeType, column: str, why: str = "") -> FilterError:

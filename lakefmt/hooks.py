@@ -3,11 +3,15 @@
 Crash tests kill a writer with SIGKILL at each step of COMMIT-1..6. A process
 started with ``LAKEFMT_PAUSE_AT=<point>`` and ``LAKEFMT_PAUSE_FILE=<path>`` writes
 ``<path>`` when it reaches that point and then sleeps until it is killed. Without
-those variables :func:`checkpoint` does nothing.
+those variables :func:`checkpoint` does nothing. With ``LAKEFMT_RESUME_FILE=<path>`` as
+well, the process continues once ``<path>`` exists instead of sleeping until killed,
+so that a test can interleave two real processes at named points.
 
 Points: ``after-data-files``, ``after-manifests``, ``after-manifest-list``,
-``after-metadata-file``, ``before-swap``, ``after-swap``, and
-``compaction-before-commit``.
+``after-metadata-file``, ``before-swap``, ``after-swap``,
+``compaction-before-commit``; of maintenance (spec/maintenance.md): ``expire-before-commit``,
+``expire-after-swap``, ``orphans-listing`` (after the first listed file) and
+``orphans-before-reachability``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import os
 import time
 
 POINTS = ("after-data-files", "after-manifests", "after-manifest-list", "after-metadata-file",
-          "before-swap", "after-swap", "compaction-before-commit")
+          "before-swap", "after-swap", "compaction-before-commit", "expire-before-commit",
+          "expire-after-swap", "orphans-listing", "orphans-before-reachability")
 
 
 def checkpoint(point: str) -> None:
@@ -27,5 +32,6 @@ def checkpoint(point: str) -> None:
     if marker:
         with open(marker, "w") as f:
             f.write(f"{os.getpid()} {point}\n")
-    while True:
-        time.sleep(3600)
+    resume = os.environ.get("LAKEFMT_RESUME_FILE")
+    while not (resume and os.path.exists(resume)):
+        time.sleep(0.01 if resume else 3600)

@@ -9,6 +9,12 @@ S3 settings come from ``storage_options`` (``endpoint_url``, ``key``, ``secret``
 ``client_kwargs``...) or, as boto does, from ``AWS_ENDPOINT_URL``,
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY`` and ``AWS_REGION``.
 
+Writes to local files are durable before a commit's swap (spec/commits.md, COMMIT-20):
+each new file is fsynced before it is closed, and the folders that gained entries are
+fsynced once each by :meth:`FileIO.sync_directories`. A full or read-only file system
+is reported here, in one place, as :class:`~lakefmt.errors.StorageFullError` or
+:class:`~lakefmt.errors.ReadOnlyStorageError` (COMMIT-21).
+
 Example:
     >>> io = FileIO("memory://example")
     >>> io.write_bytes("memory://example/a.txt", b"hi"); io.read_bytes("memory://example/a.txt")
@@ -17,16 +23,22 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import posixpath
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from io import BufferedWriter
+from io import FileIO as _RawFile
+from typing import Any, BinaryIO, NoReturn
 
 import fsspec
 import pyarrow.fs as pafs
 
-from lakefmt.errors import ValidationError
+from lakefmt.errors import ReadOnlyStorageError, StorageError, StorageFullError, ValidationError
+from lakefmt.threads import thread_map
 
 _S3_ALIASES = ("s3a://", "s3n://")
 
@@ -59,14 +71,30 @@ def scheme_of(location: str) -> str:
 
 
 class FileIO:
-    """Reads, writes, lists and deletes files under one warehouse's store."""
+    """Reads, writes, lists and deletes files under one warehouse's store.
 
-    def __init__(self, location: str, storage_options: dict[str, Any] | None = None) -> None:
+    ``fsync`` (local stores only) makes new files and their folder entries durable
+    (COMMIT-20); it exists to measure what that costs, not to be turned off.
+    """
+
+    def __init__(self, location: str, storage_options: dict[str, Any] | None = None, *,
+                 fsync: bool = True) -> None:
         self.location = normalize_location(location)
         self.scheme = scheme_of(self.location)
         self.storage_options = dict(storage_options or {})
         self.fs = self._make_fs()
         self._arrow_fs: pafs.FileSystem | None = None
+        self.fsync = fsync
+        self._unsynced_dirs: set[str] = set()
+        self._sync_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickled FileIO carries to another process (a Spark task, a spawned worker):
+        its location and options, not this process's locks or folders awaiting a sync."""
+        return {"location": self.location, "storage_options": self.storage_options, "fsync": self.fsync}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["location"], state["storage_options"], fsync=state["fsync"])  # type: ignore[misc]
 
     def _make_fs(self) -> fsspec.AbstractFileSystem:
         if self.scheme == "file":
@@ -115,20 +143,81 @@ class FileIO:
         return self.fs.open(self.fs_path(location), "rb")
 
     def open_output(self, location: str) -> BinaryIO:
-        """A new file for writing. Existing files are never overwritten (LAYOUT-4)."""
+        """A new file for writing. Existing files are never overwritten (LAYOUT-4).
+
+        A local file is fsynced when closed, and its folder is noted for
+        :meth:`sync_directories` (COMMIT-20).
+        """
         path = self.fs_path(location)
         if self.scheme == "file":
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            return open(path, "xb")  # noqa: SIM115 - exclusive create, closed by the caller
-        return self.fs.open(path, "wb")
+            sync = self.fsync
+            with storage_errors(path):
+                created = _make_parents(path)
+                raw = _LocalOutput(path, sync=sync)
+            if sync:
+                with self._sync_lock:
+                    self._unsynced_dirs.add(os.path.dirname(path))
+                    self._unsynced_dirs.update(os.path.dirname(d) for d in created)
+            return BufferedWriter(raw)  # type: ignore[return-value]
+        with storage_errors(path):
+            return self.fs.open(path, "wb")
+
+    def sync_directories(self) -> None:
+        """fsync, once each, the local folders that gained a file or folder since the last call (COMMIT-20).
+
+        A commit calls this before its swap, so the names of every file it wrote are
+        durable with the files themselves. Nothing to do for object stores.
+        """
+        if self.scheme != "file":
+            return
+        with self._sync_lock:  # held while syncing: a concurrent caller returns only once its folders are durable
+            folders, self._unsynced_dirs = self._unsynced_dirs, set()
+            for folder in sorted(folders):
+                with storage_errors(folder):
+                    try:
+                        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+                    except FileNotFoundError:
+                        continue  # deleted since (an abandoned write): nothing to make durable
+                    try:
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+
+    def missing_or_short(self, expected_sizes: Mapping[str, int]) -> list[str]:
+        """Of ``{location: size}``, the files that do not exist or hold fewer bytes (COMMIT-19).
+
+        One ``stat`` per local file, one metadata request (HEAD) per object-store file,
+        eight at a time.
+        """
+        def problem(item: tuple[str, int]) -> str | None:
+            location, size = item
+            try:
+                if self.scheme == "file":
+                    actual = os.stat(self.fs_path(location)).st_size
+                else:
+                    actual = int(self.fs.info(self.fs_path(location)).get("size") or 0)
+            except FileNotFoundError:
+                return location
+            return location if actual < size else None
+
+        return [p for p in thread_map(problem, sorted(expected_sizes.items()), 8) if p is not None]
 
     def read_bytes(self, location: str) -> bytes:
         with self.fs.open(self.fs_path(location), "rb") as f:
             return f.read()
 
     def write_bytes(self, location: str, data: bytes) -> None:
-        with self.open_output(location) as f:
-            f.write(data)
+        """Write a whole new file; if that fails, the partly written file is deleted (COMMIT-21)."""
+        created = False
+        try:
+            with self.open_output(location) as f:
+                created = True
+                f.write(data)
+        except BaseException:
+            if created:
+                with contextlib.suppress(OSError):
+                    self.delete(location)
+            raise
 
     def exists(self, location: str) -> bool:
         return bool(self.fs.exists(self.fs_path(location)))
@@ -174,7 +263,14 @@ class FileIO:
         """Every file below ``root``, folder by folder; any folder that cannot be listed raises."""
         folders = [root]
         while folders:
-            for info in self.fs.ls(folders.pop(), detail=True):
+            folder = folders.pop()
+            try:
+                infos = self.fs.ls(folder, detail=True)
+            except FileNotFoundError:
+                if folder == root:
+                    raise
+                continue  # removed while being listed: its files are gone, not unlisted
+            for info in infos:
                 if info.get("type") == "directory":
                     folders.append(info["name"])
                 else:
@@ -188,17 +284,107 @@ class FileIO:
         return path
 
 
+class _LocalOutput(_RawFile):
+    """A new local file (exclusive create): storage errors mapped, fsynced before close if asked."""
+
+    def __init__(self, path: str, *, sync: bool) -> None:
+        super().__init__(path, "xb")
+        self._path, self._sync = path, sync
+
+    def write(self, data: Any) -> int | None:
+        try:
+            return super().write(data)
+        except OSError as exc:
+            raise_storage_error(exc, self._path)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            if self._sync:
+                os.fsync(self.fileno())
+        except OSError as exc:
+            raise_storage_error(exc, self._path)
+        finally:
+            super().close()
+
+
+def _make_parents(path: str) -> list[str]:
+    """Create the missing folders above ``path``; return those this call created."""
+    parent = os.path.dirname(path)
+    if os.path.isdir(parent):
+        return []
+    missing = []
+    while parent and not os.path.isdir(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return missing
+
+
+_FULL = frozenset(code for code in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if code is not None)
+
+
+def storage_error(exc: BaseException, location: str) -> StorageError | None:
+    """The :class:`StorageError` that an operating-system error on ``location`` means, if any (COMMIT-21)."""
+    if not isinstance(exc, OSError):
+        return None
+    text = str(exc)
+    if exc.errno in _FULL or (exc.errno is None and os.strerror(errno.ENOSPC) in text):
+        return StorageFullError(
+            f"no space left on the storage holding {location} ({exc.strerror or text}): the disk is full. "
+            "Nothing was committed and the files this write created were deleted. Free space on that file "
+            "system (for example expire old snapshots and remove orphan files), or move the warehouse to a "
+            "larger one, then write again")
+    if exc.errno == errno.EROFS or (exc.errno is None and os.strerror(errno.EROFS) in text):
+        return ReadOnlyStorageError(
+            f"the storage holding {location} is a read-only file system ({exc.strerror or text}): lakefmt "
+            "cannot write there, and nothing was written. Remount it read-write (mount -o remount,rw) or "
+            "use a warehouse on writable storage, then write again")
+    return None
+
+
+def raise_storage_error(exc: OSError, location: str) -> NoReturn:
+    """Raise the :class:`StorageError` ``exc`` means, chained from it; or ``exc`` itself."""
+    mapped = storage_error(exc, location)
+    if mapped is None:
+        raise exc
+    raise mapped from exc
+
+
+@contextlib.contextmanager
+def storage_errors(location: str) -> Iterator[None]:
+    """Map a full or read-only file system met inside the block to a :class:`StorageError`."""
+    try:
+        yield
+    except OSError as exc:
+        raise_storage_error(exc, location)
+
+
 def _scan_local(root: str) -> Iterator[FileInfo]:
-    """Files below a local folder with ``os.scandir``: light on memory, and an unreadable folder raises."""
+    """Files below a local folder with ``os.scandir``: light on memory, and an unreadable folder raises.
+
+    A file or folder deleted while it is being listed is skipped: it is gone, not unlisted.
+    """
     folders = [root]
     while folders:
-        with os.scandir(folders.pop()) as entries:
+        folder = folders.pop()
+        try:
+            entries = os.scandir(folder)
+        except FileNotFoundError:
+            if folder == root:
+                raise
+            continue
+        with entries:
             for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    folders.append(entry.path)
-                else:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                        continue
                     stat = entry.stat()
-                    yield FileInfo(entry.path, stat.st_size, stat.st_mtime)
+                except FileNotFoundError:
+                    continue
+                yield FileInfo(entry.path, stat.st_size, stat.st_mtime)
 
 
 def _mtime(info: dict[str, Any]) -> float | None:

@@ -2,7 +2,13 @@
 
 Because no file is ever rewritten in place (LAYOUT-4), a manifest read once can be
 kept: its raw entries are cached by location, and inheritance (MAN-5) is applied on
-every read from the manifest-list row that names it.
+every read from the manifest-list row that names it. Manifest lists are cached the same way.
+
+What this assumes: a name always means the same bytes. A manifest deleted, truncated or
+replaced behind lakefmt's back (by hand, by a restore) is not noticed by scans of a
+process that already cached it, until :func:`clear` is called or the process restarts.
+Checking a table (``lakefmt.maintenance.check``) and maintenance's reachability never go
+through this cache: they read storage.
 """
 
 from __future__ import annotations
@@ -80,6 +86,7 @@ def remember_list(io: FileIO, location: str, manifests: list[ManifestFile]) -> N
 
 
 def clear() -> None:
+    """Forget every cached manifest and manifest list (after storage was changed by hand)."""
     global _cached_entries
     with _lock:
         _cache.clear()

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakefmt.conversions import from_bytes, to_bytes, to_physical
-from lakefmt.errors import CorruptMetadataError
+from lakefmt.errors import CorruptMetadataError, MissingFileError
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, EntryStatus, FieldSummary, ManifestEntry, ManifestFile
 from lakefmt.partitioning import PartitionSpec
@@ -235,7 +235,7 @@ def _read_parquet(io: FileIO, location: str, what: str, columns: Sequence[str] |
     try:
         data = io.read_bytes(location)
     except FileNotFoundError as exc:
-        raise CorruptMetadataError(f"{what} {location} is missing") from exc
+        raise MissingFileError(f"{what} {location} is missing") from exc
     try:
         # Small files read whole: ParquetFile.read without the dataset layer of pq.read_table, without
         # pre-buffering and without a thread pool per file is ~3x faster; callers read files in parallel.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any, Literal
 
@@ -138,11 +139,15 @@ class TableMetadata:
             return None
         return self.snapshot_by_id(self.current_snapshot_id)
 
-    def snapshot_by_id(self, snapshot_id: int) -> Snapshot:
+    def snapshot_by_id(self, snapshot_id: int, *, table: str | None = None) -> Snapshot:
+        """The retained snapshot ``snapshot_id``; ``table`` (``namespace.name``) names the table in the error."""
         try:
             return self._snapshots_by_id[snapshot_id]
         except KeyError:
-            raise NoSuchSnapshotError(f"no snapshot {snapshot_id} in table {self.location}") from None
+            raise NoSuchSnapshotError(
+                f"{_table_text(table, self.location)} has no snapshot {snapshot_id}: it never existed or was "
+                f"expired ({len(self.snapshots)} snapshots are retained; list them with `lakefmt snapshots` or "
+                "table.snapshots())") from None
 
     def has_snapshot(self, snapshot_id: int) -> bool:
         return snapshot_id in self._snapshots_by_id
@@ -151,15 +156,18 @@ class TableMetadata:
     def _snapshots_by_id(self) -> dict[int, Snapshot]:  # a commit looks ids up several times
         return {s.snapshot_id: s for s in self.snapshots}
 
-    def snapshot_as_of(self, timestamp_ms: int) -> Snapshot:
-        """The snapshot that was current at ``timestamp_ms`` (READ-2)."""
+    def snapshot_as_of(self, timestamp_ms: int, *, table: str | None = None) -> Snapshot:
+        """The snapshot that was current at ``timestamp_ms`` (READ-2); ``table`` names the table in the error."""
         best: LogEntry | None = None
         for entry in self.snapshot_log:
             if entry.timestamp_ms <= timestamp_ms:
                 best = entry
         if best is None:
-            raise NoSuchSnapshotError(f"table {self.location} had no snapshot at or before {timestamp_ms} ms")
-        return self.snapshot_by_id(best.value)
+            first = (f"; its oldest recorded snapshot became current at {iso_utc(self.snapshot_log[0].timestamp_ms)}"
+                     if self.snapshot_log else "; it has no snapshot yet")
+            raise NoSuchSnapshotError(f"{_table_text(table, self.location)} had no snapshot at or before "
+                                      f"{iso_utc(timestamp_ms)}{first}")
+        return self.snapshot_by_id(best.value, table=table)
 
     def ancestors(self, snapshot_id: int | None) -> list[Snapshot]:
         """The snapshot and its ancestors, newest first, as far as they are retained."""
@@ -319,3 +327,15 @@ def _snapshot_text(snapshot: Snapshot) -> bytes:
 
 def _log_entry_text(entry: LogEntry) -> bytes:
     return entry.snapshot_log_text.encode()
+
+
+def iso_utc(timestamp_ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC, e.g. ``2026-01-15T10:00:00Z`` (milliseconds only when not zero)."""
+    when = datetime.fromtimestamp(timestamp_ms / 1000, timezone.utc)
+    text = when.isoformat(timespec="milliseconds" if timestamp_ms % 1000 else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def _table_text(table: str | None, location: str) -> str:
+    """How an error names a table: by ``namespace.name`` when the caller knows it, else by its location."""
+    return f"table {table}" if table else f"the table at {location}"

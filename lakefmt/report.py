@@ -14,18 +14,16 @@ The page has no external resource (inline CSS and SVG, no script) and shows:
 4. **Service jobs** touching the table, when ``lakefmt serve`` has run on the warehouse.
 
 Example:
-    $ lakefmt report artemis.downlinks --out report.html
+    $ lakefmt report artemis.downlinks --out report.html     # lakefmt.cli.report
     >>> html = render_report(catalog.load_table("artemis.downlinks"))
 """
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import pairwise
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakefmt import __version__
@@ -218,33 +216,4 @@ def render_report(table: Table, *, samples: int = 24, max_partitions: int = 12) 
             f"report</title><style>{STYLE}</style></head><body>" + "\n".join(sections) + "</body></html>\n")
 
 
-def add_report_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``report`` sub-command to an ``argparse`` sub-parsers object."""
-    from lakefmt.cli import _global_options  # the CLI sits above this module; only its options are shared
-
-    common = argparse.ArgumentParser(add_help=False)
-    _global_options(common, suppress=True)
-    p = subparsers.add_parser("report", parents=[common], help="write an HTML report with file-size charts",
-                              description="Write a self-contained HTML page: file-size histograms per partition "
-                                          "before and after the last compaction, file counts over time, the "
-                                          "planning time trend and the service's jobs.")
-    p.add_argument("table", help="namespace.table")
-    p.add_argument("--out", default="report.html", metavar="FILE", help="output file (default: report.html)")
-    p.add_argument("--samples", type=int, default=24, metavar="N", help="snapshots timed for the planning trend")
-    return p
-
-
-def run_report(args: argparse.Namespace) -> int:
-    from lakefmt.cli import CliError, open_catalog  # the CLI sits above this module
-
-    if args.samples < 2:
-        raise CliError(f"--samples must be at least 2, got {args.samples}")
-    if not args.out.lower().endswith((".html", ".htm")):
-        raise CliError("--out must name an .html file (PNG output is not supported)")
-    table = open_catalog(args).load_table(args.table)
-    Path(args.out).write_text(render_report(table, samples=args.samples), encoding="utf-8")
-    print(f"wrote {args.out} ({table.name})")
-    return 0
-
-
-__all__ = ["CompactionRun", "add_report_parser", "last_compaction", "render_report", "run_report"]
+__all__ = ["CompactionRun", "last_compaction", "render_report"]

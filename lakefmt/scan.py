@@ -3,8 +3,9 @@
 Planning reads only metadata (READ-5): pass 1 prunes manifests of the manifest list
 with their partition summaries; pass 2 prunes entries of the surviving manifests
 (read in parallel) by partition values and column bounds. Reading opens only the
-planned files, only the needed columns, matched by field id (READ-6), and applies
-the filter exactly with SQL semantics (READ-8).
+planned files, only the needed columns, matched by field id (READ-6), checks that
+each file is the one its manifest entry describes (READ-12), and applies the filter
+exactly with SQL semantics (READ-8).
 
 Scans are immutable: ``filter``, ``select`` and ``use_snapshot`` return new scans.
 
@@ -22,10 +23,11 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakefmt.errors import CorruptMetadataError, LakefmtError, ValidationError
+from lakefmt.errors import CorruptDataFileError, LakefmtError, MissingDependencyError, ValidationError
 from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator, to_arrow_expression
 from lakefmt.expressions import (
     ALWAYS_TRUE, AlwaysTrue, BoundExpression, Expression, bind, referenced_field_ids, to_expression,
@@ -78,13 +80,14 @@ class DataScan:
     @staticmethod
     def create(io: FileIO, metadata: TableMetadata, *, filter: str | Expression | None = None,
                columns: Sequence[str] | None = None, snapshot_id: int | None = None,
-               as_of: datetime | None = None) -> DataScan:
+               as_of: datetime | None = None, table: str | None = None) -> DataScan:
+        """A scan; ``table`` (``namespace.name``) names the table in errors."""
         if snapshot_id is not None and as_of is not None:
             raise ValidationError("pass snapshot_id or as_of, not both")
         if snapshot_id is not None:
-            snapshot: Snapshot | None = metadata.snapshot_by_id(snapshot_id)
+            snapshot: Snapshot | None = metadata.snapshot_by_id(snapshot_id, table=table)
         elif as_of is not None:
-            snapshot = metadata.snapshot_as_of(_to_ms(as_of))
+            snapshot = metadata.snapshot_as_of(_to_ms(as_of), table=table)
         else:
             snapshot = metadata.current_snapshot
         # Time travel reads with the schema of the snapshot; the current snapshot with the current schema (READ-3).
@@ -181,6 +184,17 @@ class DataScan:
                 yield from table.to_batches()
 
     def to_pandas(self) -> Any:
+        """The scan's rows as a pandas DataFrame; needs the ``pandas`` extra.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'lakefmt[pandas]'``).
+        """
+        try:
+            import pandas  # noqa: F401 - optional (the ``pandas`` extra); checked before reading any file
+        except ImportError as exc:
+            raise MissingDependencyError(
+                "to_pandas() needs pandas, which is not installed: pip install 'lakefmt[pandas]' "
+                "(or use to_arrow(), which needs no extra)") from exc
         return self.to_arrow().to_pandas()
 
     def to_duckdb(self, connection: Any = None, *, name: str | None = None) -> Any:
@@ -208,62 +222,141 @@ class DataScan:
 
     def _read_task(self, task: FileScanTask) -> pa.Table:
         return read_data_file(self.io, task.location, self.schema, self.projected_schema, self.row_filter,
-                              self._metrics)
+                              self._metrics, expected_rows=task.data_file.record_count)
 
 
 def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: Schema,
-                   row_filter: BoundExpression, metrics: MetricsEvaluator | None = None) -> pa.Table:
+                   row_filter: BoundExpression, metrics: MetricsEvaluator | None = None, *,
+                   expected_rows: int | None = None) -> pa.Table:
     """Read one data file projected to ``projected`` by field id, filtered exactly (READ-6..READ-8).
 
     Row groups whose footer statistics prove that no row matches are not read (READ-11);
-    ``metrics`` is the filter's evaluator, built here when not given.
+    ``metrics`` is the filter's evaluator, built here when not given. With a filter, the
+    filter's columns are read first and the other projected columns only from the row
+    groups where some row matched, and only those rows are kept (late materialization):
+    a selective query does not decompress a wide column it will not return.
+    ``expected_rows`` is the manifest's ``record_count``: a footer that disagrees, like a
+    file with no field ids, is not the file the manifest describes (READ-12).
+
+    Raises:
+        CorruptDataFileError: the file is missing, unreadable or not the table's (READ-10, READ-12).
     """
     try:
         with io.open_input(location) as source:
             parquet = pq.ParquetFile(source)
-            file_names = {}
-            for af in parquet.schema_arrow:
-                fid = arrow_field_id(af)
-                if fid is not None:
-                    file_names[fid] = af.name
-            needed_ids = {f.id for f in projected.fields} | referenced_field_ids(row_filter)
-            read_names = [file_names[fid] for fid in sorted(needed_ids) if fid in file_names]
+            file_names = data_file_field_ids(parquet, location, expected_rows)
             groups = matching_row_groups(parquet, table_schema, row_filter, metrics)
-            if groups is None:
-                raw = parquet.read(columns=read_names)
+            if isinstance(row_filter, AlwaysTrue):
+                table = _read_fields(parquet, groups, projected.fields, file_names, location)
             else:
-                raw = parquet.read_row_groups(groups, columns=read_names)
+                table = _read_filtered(parquet, groups, table_schema, projected, row_filter, file_names, location)
     except FileNotFoundError as exc:
-        raise CorruptMetadataError(f"data file {location} is referenced by the table but missing") from exc
+        raise CorruptDataFileError(f"data file {location} is referenced by the table but missing "
+                                   "(READ-10); restore it from a copy") from exc
     except (pa.ArrowInvalid, OSError) as exc:
-        raise CorruptMetadataError(f"data file {location} cannot be read: {exc}") from exc
-    by_id = {fid: raw.column(name) for fid, name in file_names.items() if name in raw.column_names}
-    filter_fields = [table_schema.field_by_id(fid) for fid in referenced_field_ids(row_filter)]
-    work_fields = list(projected.fields) + [f for f in filter_fields if f is not None and f not in projected.fields]
-    arrays, names = [], []
-    for field in work_fields:
+        raise CorruptDataFileError(f"data file {location} is not a readable Parquet file (READ-10): {exc}; "
+                                   "restore the file the table wrote") from exc
+    return table.select([f.name for f in projected.fields]).cast(_plain_arrow_schema(projected))
+
+
+_POSITION = "__lakefmt_position"
+
+
+def _read_filtered(parquet: pq.ParquetFile, groups: list[int] | None, table_schema: Schema, projected: Schema,
+                   row_filter: BoundExpression, file_names: dict[int, str], location: str) -> pa.Table:
+    """The rows of ``groups`` that match ``row_filter``: filter columns first, then the rest (READ-8)."""
+    filter_ids = referenced_field_ids(row_filter)
+    filter_fields = [f for f in (table_schema.field_by_id(fid) for fid in sorted(filter_ids)) if f is not None]
+    rest = [f for f in projected.fields if f.id not in filter_ids]
+    groups = list(range(parquet.metadata.num_row_groups)) if groups is None else groups
+    if not groups:
+        return _plain_arrow_schema(projected).empty_table()
+    keys = _read_fields(parquet, groups, filter_fields, file_names, location)
+    keys = keys.append_column(_POSITION, pa.array(range(keys.num_rows), pa.int64()))
+    matched = keys.filter(to_arrow_expression(row_filter, lambda fid: _name_of(table_schema, fid)))
+    if not rest:
+        return matched.drop_columns([_POSITION])
+    positions = matched.column(_POSITION).to_numpy()
+    if len(positions) == keys.num_rows:
+        others = _read_fields(parquet, groups, rest, file_names, location)
+    else:
+        # Only the row groups holding a match are read; positions are renumbered into them.
+        sizes = [parquet.metadata.row_group(g).num_rows for g in groups]
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        owner = np.searchsorted(starts, positions, side="right") - 1
+        hit = np.unique(owner)
+        shift = np.zeros(len(groups), dtype=np.int64)
+        shift[hit] = starts[hit] - np.concatenate([[0], np.cumsum(np.asarray(sizes)[hit])[:-1]])
+        others = _read_fields(parquet, [groups[i] for i in hit], rest, file_names, location)
+        others = others.take(pa.array(positions - shift[owner])) if len(positions) else others.slice(0, 0)
+    for field in rest:
+        matched = matched.append_column(field.name, others.column(field.name))
+    return matched.drop_columns([_POSITION])
+
+
+def _read_fields(parquet: pq.ParquetFile, groups: list[int] | None, fields: Sequence[Any],
+                 file_names: dict[int, str], location: str) -> pa.Table:
+    """``fields`` of the table, from ``groups`` of the file (all when None), by field id (READ-6).
+
+    A field the file does not hold reads as nulls (added after the file was written);
+    a narrower stored type is widened (SCHEMA-6).
+    """
+    names = [file_names[f.id] for f in fields if f.id in file_names]
+    raw = parquet.read(columns=names) if groups is None else parquet.read_row_groups(groups, columns=names)
+    rows = raw.num_rows if names else (
+        parquet.metadata.num_rows if groups is None else sum(parquet.metadata.row_group(g).num_rows for g in groups))
+    arrays = []
+    for field in fields:
         target = field.type.to_arrow()
-        column = by_id.get(field.id)
-        if column is None:
-            column = pa.chunked_array([pa.nulls(raw.num_rows, target)])  # added after the file was written
-        elif column.type != target:
+        name = file_names.get(field.id)
+        if name is None or name not in raw.column_names:
+            arrays.append(pa.chunked_array([pa.nulls(rows, target)]))  # added after the file was written
+            continue
+        column = raw.column(name)
+        if column.type != target:
             try:
                 stored = from_arrow(column.type)
             except LakefmtError:
                 stored = None
             if stored is None or not can_promote(stored, field.type):
-                raise CorruptMetadataError(f"data file {location} stores column {field.name!r} (field id "
-                                           f"{field.id}) as {column.type}, which does not widen to {field.type} "
-                                           "(READ-6)")
+                raise CorruptDataFileError(f"data file {location} stores column {field.name!r} (field id "
+                                           f"{field.id}) as {column.type}, which does not widen to "
+                                           f"{field.type} (READ-6); the file was replaced or written by "
+                                           "another writer: restore the file the table wrote")
             column = column.cast(target)  # widened type (SCHEMA-6)
         arrays.append(column)
-        names.append(field.name)
-    table = pa.table(arrays, names=names) if arrays else pa.table({}).append_column(
-        "__rows", pa.nulls(raw.num_rows)).drop_columns(["__rows"])
-    if not isinstance(row_filter, AlwaysTrue):
-        table = table.filter(to_arrow_expression(row_filter, lambda fid: _name_of(table_schema, fid)))
-    table = table.select([f.name for f in projected.fields])
-    return table.cast(_plain_arrow_schema(projected))
+    if not arrays:
+        return pa.table({}).append_column("__rows", pa.nulls(rows)).drop_columns(["__rows"])
+    return pa.table(arrays, names=[f.name for f in fields])
+
+
+def data_file_field_ids(parquet: pq.ParquetFile, location: str, expected_rows: int | None) -> dict[int, str]:
+    """``{field id: column name}`` of a data file, after checking it is the table's file (READ-12).
+
+    Raises:
+        CorruptDataFileError: no column carries a field id (WRITE-1), two columns carry the
+            same one, or the footer's row count differs from ``expected_rows`` (the
+            manifest's ``record_count``, WRITE-6).
+    """
+    file_names: dict[int, str] = {}
+    for af in parquet.schema_arrow:
+        fid = arrow_field_id(af)
+        if fid is not None and fid in file_names:
+            raise CorruptDataFileError(f"data file {location} has two columns with field id {fid} "
+                                       f"({file_names[fid]!r}, {af.name!r}) (READ-12); restore the file the "
+                                       "table wrote")
+        if fid is not None:
+            file_names[fid] = af.name
+    if not file_names and parquet.schema_arrow.names:
+        raise CorruptDataFileError(f"data file {location} has no column with a field id (columns "
+                                   f"{parquet.schema_arrow.names}), so it was not written for this table "
+                                   "(WRITE-1, READ-12); restore the file the table wrote")
+    rows = parquet.metadata.num_rows
+    if expected_rows is not None and rows != expected_rows:
+        raise CorruptDataFileError(f"data file {location} holds {rows} rows but its manifest entry records "
+                                   f"{expected_rows} (READ-12); the file was replaced or truncated, restore "
+                                   "the file the table wrote")
+    return file_names
 
 
 def matching_row_groups(parquet: pq.ParquetFile, table_schema: Schema, row_filter: BoundExpression,

@@ -15,22 +15,23 @@ Example:
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit import Build, FileChange, SnapshotProducer, commit_table
-from lakefmt.errors import CommitStateUnknownError, SchemaError, ValidationError
+from lakefmt.errors import CommitFileMissingError, CommitStateUnknownError, SchemaError, ValidationError
 from lakefmt.evaluators import StrictMetricsEvaluator, to_arrow_expression
 from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, Expression, bind, to_expression
 from lakefmt.hooks import checkpoint
-from lakefmt.leases import Leases
+from lakefmt.idempotency import WriterBatch, last_batch_in_history, last_committed_batch
+from lakefmt.leases import WriteLease, current_or_new_write_lease
 from lakefmt.manifest import DataFile
 from lakefmt.metadata import Snapshot, TableMetadata, read_metadata
 from lakefmt.partitioning import PartitionSpec, parse_partition_by
@@ -51,6 +52,22 @@ if TYPE_CHECKING:
     from lakefmt.catalog import Catalog
     from lakefmt.compaction import Compaction
     from lakefmt.maintenance import CheckReport, Maintenance, TableStats
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def under_write_lease(method: F) -> F:
+    """Run a function whose first argument is a :class:`Table` inside its :meth:`Table.write_lease`.
+
+    Every writing method of the table uses it; so does a long job that writes files
+    named with the table's writer token, such as a compaction run (CAT-10, COMMIT-21).
+    """
+    @functools.wraps(method)
+    def wrapper(self: Table, *args: Any, **kwargs: Any) -> Any:
+        with self.write_lease():
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -104,8 +121,7 @@ class Table:
         self.identifier = identifier
         self.metadata = metadata
         self.metadata_location = metadata_location
-        self._write_token: str | None = None
-        self._write_token_expires = 0.0
+        self._write_lease: WriteLease | None = None
 
     def __repr__(self) -> str:
         return f"Table({self.name!r}, snapshot={self.metadata.current_snapshot_id})"
@@ -158,7 +174,7 @@ class Table:
         return list(self.metadata.snapshots)
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
-        return self.metadata.snapshot_by_id(snapshot_id)
+        return self.metadata.snapshot_by_id(snapshot_id, table=self.name)
 
     def history(self) -> list[HistoryEntry]:
         """When each snapshot became current, oldest first."""
@@ -201,7 +217,7 @@ class Table:
              snapshot_id: int | None = None, as_of: datetime | None = None) -> DataScan:
         """A scan of the current snapshot, or of ``snapshot_id`` / the snapshot current ``as_of``."""
         return DataScan.create(self.io, self.metadata, filter=filter, columns=columns,
-                               snapshot_id=snapshot_id, as_of=as_of)
+                               snapshot_id=snapshot_id, as_of=as_of, table=self.name)
 
     def plan_files(self, filter: str | Expression | None = None, *, snapshot_id: int | None = None,
                    as_of: datetime | None = None) -> list[DataFile]:
@@ -213,23 +229,41 @@ class Table:
         """This handle's writer token, under a live write-intent lease in the catalog (CAT-10).
 
         Every file this handle writes carries the token in its name, so orphan removal
-        leaves in-flight files alone. The lease is taken on first use and renewed when
-        less than half of ``write.lease-seconds`` is left; a crashed writer's lease expires.
+        leaves in-flight files alone. The lease is taken on first use; while a write
+        holds it (:meth:`write_lease`) or files of :meth:`write_data_files` await their
+        commit, it is renewed in the background; a crashed writer's lease expires.
         """
-        ttl = int_property(self.metadata.properties, WRITE_LEASE_SECONDS)
-        now = time.time()
-        if self._write_token is None or self._write_token_expires - now < ttl / 2:
-            token = self._write_token or uuid.uuid4().hex[:16]
-            Leases(self.catalog).acquire(self.metadata.table_uuid, "write", token, owner=token, ttl=ttl)
-            self._write_token, self._write_token_expires = token, now + ttl
-        return self._write_token
+        return self._lease().token
+
+    def _lease(self) -> WriteLease:
+        self._write_lease = current_or_new_write_lease(
+            self._write_lease, self.catalog, self.metadata.table_uuid,
+            int_property(self.metadata.properties, WRITE_LEASE_SECONDS), label=self.name)
+        return self._write_lease
+
+    def write_lease(self) -> AbstractContextManager[WriteLease]:
+        """Hold this handle's write-intent lease for a write and its commit, however long they take.
+
+        Inside the block the lease is renewed in the background before half of
+        ``write.lease-seconds`` has passed (CAT-10), so orphan removal never takes the
+        files being written, and a commit fails with :class:`WriteLeaseLostError` rather
+        than commit files whose lease lapsed (COMMIT-19). If the block raises, the files
+        :meth:`write_data_files` wrote in it and that were not committed are deleted and
+        the lease is released (COMMIT-21). Every writing method of this class uses it;
+        a caller writes and commits its own files the same way.
+
+        Example:
+            >>> with t.write_lease():
+            ...     files = t.write_data_files(batch)              # may take hours
+            ...     t.commit_change(FileChange("append", added=files))
+        """
+        return self._lease().writing(self.io.delete_many)
 
     def release_write_token(self) -> None:
         """End this handle's write-intent lease (files it wrote since are committed or deleted)."""
-        if self._write_token is not None:
-            Leases(self.catalog).release(self.metadata.table_uuid, "write", [self._write_token],
-                                         owner=self._write_token)
-            self._write_token = None
+        if self._write_lease is not None:
+            self._write_lease.release()
+            self._write_lease = None
 
     def write_options(self, *, kind: str = "part", target_file_size: int | None = None,
                       compression_level: int | None = None) -> WriteOptions:
@@ -245,31 +279,51 @@ class Table:
 
     def write_data_files(self, data: Any, *, kind: str = "part", target_file_size: int | None = None,
                          compression_level: int | None = None) -> list[DataFile]:
-        """Write ``data`` as data files of this table without committing them (WRITE-1..WRITE-7)."""
-        options = self.write_options(kind=kind, target_file_size=target_file_size,
-                                     compression_level=compression_level)
-        table = conform(data, self.metadata.schema)
-        return write_data_files(self.io, self.location, table, self.metadata.schema, self.metadata.spec,
-                                self.metadata.sort_order, options)
+        """Write ``data`` as data files of this table without committing them (WRITE-1..WRITE-7).
 
-    def append(self, data: Any, *, summary: dict[str, str] | None = None) -> Snapshot | None:
+        The write lease is renewed in the background until the files are committed by
+        :meth:`commit_change` or the lease is released (CAT-10). If the write fails, the
+        files it created are deleted (COMMIT-21).
+        """
+        table = conform(data, self.metadata.schema)  # refuse bad data before taking a lease (WRITE-3)
+        with self.write_lease():
+            return self._write_conformed(table, self.write_options(
+                kind=kind, target_file_size=target_file_size, compression_level=compression_level))
+
+    def _write_conformed(self, table: pa.Table, options: WriteOptions) -> list[DataFile]:
+        """Write data files under the held write lease, which protects them until they are settled (CAT-10)."""
+        files = write_data_files(self.io, self.location, table, self.metadata.schema, self.metadata.spec,
+                                 self.metadata.sort_order, options)
+        self._lease().protect(f"{self.location}/{f.path}" for f in files)
+        return files
+
+    @under_write_lease
+    def append(self, data: Any, *, summary: dict[str, str] | None = None,
+               idempotency: WriterBatch | tuple[str, int] | None = None) -> Snapshot | None:
         """Add rows as one new snapshot (fast append, COMMIT-8). Appends never conflict.
 
         Appending zero rows commits nothing and returns the current snapshot (COMMIT-18).
+        With ``idempotency=(writer_id, batch_id)`` the append commits at most once: if the
+        writer already committed this batch or a later one to this table, it raises
+        :class:`~lakefmt.errors.AlreadyCommittedError` and commits nothing (PROGRESS-3).
         """
+        writer_batch = self._check_writer_batch(idempotency)
         files = self.write_data_files(data)
         if not files:
             return self.metadata.current_snapshot
-        return self.commit_change(FileChange("append", added=files, summary=dict(summary or {})),
-                                  cleanup_on_failure=files)
+        return self.commit_change(FileChange("append", added=files, summary=dict(summary or {}),
+                                             writer_batch=writer_batch), cleanup_on_failure=files)
 
+    @under_write_lease
     def overwrite(self, data: Any, filter: str | Expression | None = None, *,
-                  summary: dict[str, str] | None = None) -> Snapshot:
+                  summary: dict[str, str] | None = None,
+                  idempotency: WriterBatch | tuple[str, int] | None = None) -> Snapshot:
         """Replace the rows matching ``filter`` (all rows if None) by ``data``, in one snapshot (COMMIT-12).
 
         Every new row must satisfy the filter, otherwise :class:`ValidationError` is raised
-        before anything is written.
+        before anything is written. ``idempotency`` is as for :meth:`append`.
         """
+        writer_batch = self._check_writer_batch(idempotency)
         bound = bind(to_expression(filter), self.metadata.schema)
         table = conform(data, self.metadata.schema)
         if not isinstance(bound, AlwaysTrue) and table.num_rows:
@@ -279,14 +333,14 @@ class Table:
                                       f"the overwrite filter {filter!r}")
         removed, kept_rows = self._plan_removal(bound)
         options = self.write_options()
-        schema, spec, order = self.metadata.schema, self.metadata.spec, self.metadata.sort_order
-        added = write_data_files(self.io, self.location, table, schema, spec, order, options)
-        added += write_data_files(self.io, self.location, kept_rows, schema, spec, order, options)
+        added = self._write_conformed(table, options)
+        added += self._write_conformed(kept_rows, options)
         change = FileChange("overwrite", added=added, removed=removed,
                             planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
-                            summary=dict(summary or {}))
+                            summary=dict(summary or {}), writer_batch=writer_batch)
         return self.commit_change(change, cleanup_on_failure=added)
 
+    @under_write_lease
     def delete(self, filter: str | Expression, *, summary: dict[str, str] | None = None) -> Snapshot | None:
         """Delete the rows matching ``filter`` (copy-on-write, COMMIT-12); None if nothing matched."""
         if filter is None:
@@ -295,8 +349,7 @@ class Table:
         removed, kept_rows = self._plan_removal(bound)
         if not removed:
             return None
-        added = write_data_files(self.io, self.location, kept_rows, self.metadata.schema, self.metadata.spec,
-                                 self.metadata.sort_order, self.write_options())
+        added = self._write_conformed(kept_rows, self.write_options())
         change = FileChange("delete", added=added, removed=removed,
                             planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
                             summary=dict(summary or {}))
@@ -316,7 +369,8 @@ class Table:
             if strict.must_match(f, self.metadata.spec_by_id(f.spec_id)):
                 removed.append(f)
                 continue
-            rows = read_data_file(self.io, task.location, schema, schema, bind(ALWAYS_TRUE, schema))
+            rows = read_data_file(self.io, task.location, schema, schema, bind(ALWAYS_TRUE, schema),
+                                  expected_rows=f.record_count)
             survivors = rows.filter(keep_expr)
             if survivors.num_rows == rows.num_rows:
                 continue  # nothing in this file matches
@@ -329,31 +383,71 @@ class Table:
         field = self.metadata.schema.field_by_id(field_id)
         return field.name if field else None
 
+    # -- idempotent commits (spec/catalog.md, PROGRESS-1..PROGRESS-4) ----------------------
+    def last_committed_batch(self, writer_id: str) -> int | None:
+        """The highest batch id ``writer_id`` committed to this table, or None (PROGRESS-1).
+
+        Read from the catalog's writer progress, which snapshot expiry never removes (and,
+        for commits of implementations that did not record it, from the snapshot history).
+        A writer that restarts resumes after this batch.
+        """
+        WriterBatch(writer_id, 0)  # validates the id
+        with self.catalog.session() as s:
+            recorded = last_committed_batch(s.con, self.metadata.table_uuid, writer_id, migrate=False)
+        in_history = last_batch_in_history(self.metadata, writer_id)
+        return max((b for b in (recorded, in_history) if b is not None), default=None)
+
+    def _check_writer_batch(self, idempotency: WriterBatch | tuple[str, int] | None) -> WriterBatch | None:
+        """Validate ``idempotency`` and refuse a known replay before any file is written (PROGRESS-3).
+
+        The commit checks again, under the catalog lock, against what is recorded then.
+        """
+        if idempotency is None:
+            return None
+        writer_batch = WriterBatch.of(idempotency)
+        writer_batch.check(self.last_committed_batch(writer_batch.writer_id), where="checked before writing")
+        return writer_batch
+
     # -- the public commit API -------------------------------------------------------
+    @under_write_lease
     def commit_change(self, change: FileChange, *, cleanup_on_failure: Sequence[DataFile] = ()) -> Snapshot:
         """Commit a change of the file set as one snapshot, retrying on lost races (COMMIT-1..7).
 
-        On failure the files named in ``cleanup_on_failure`` are deleted, unless the
-        outcome of the swap is unknown (COMMIT-11).
+        Before the swap the added files must still be in storage and the write lease still
+        live, else nothing is committed (:class:`CommitFileMissingError`,
+        :class:`WriteLeaseLostError`, COMMIT-19). On failure the files named in
+        ``cleanup_on_failure`` are deleted, unless the outcome of the swap is unknown (COMMIT-11).
         """
         checkpoint("after-data-files")
-        token = self.write_token()
-        producer = SnapshotProducer(self.io, self.location, change, token=token)
+        lease = self._lease()
+        producer = SnapshotProducer(self.io, self.location, change, token=lease.token)
+        added = {f"{self.location}/{f.path}": f.file_size_bytes for f in change.added}
         try:
+            missing = self.io.missing_or_short(added)
+            if missing:
+                raise CommitFileMissingError(
+                    f"{len(missing)} of the {len(added)} data file(s) this {change.operation} adds to {self.name} "
+                    f"are missing from storage or shorter than written, e.g. {missing[0]}: something deleted them "
+                    "before the commit. Nothing was committed; write the data again")
             self.metadata, self.metadata_location = commit_table(
                 self.catalog, self.identifier, (self.metadata, self.metadata_location), producer.build,
                 operation=change.operation, snapshot_id=producer.snapshot_id,
-                summary={"operation": change.operation}, token=token)
+                summary={"operation": change.operation}, token=lease.token, writer_batch=change.writer_batch,
+                lease=lease)
         except CommitStateUnknownError:
             raise
         except BaseException:
             producer.cleanup()
-            self.io.delete_many([f"{self.location}/{f.path}" for f in cleanup_on_failure])
+            cleanup = [f"{self.location}/{f.path}" for f in cleanup_on_failure]
+            self.io.delete_many(cleanup)
+            lease.settle(cleanup)
             raise
+        lease.settle(added)
         snapshot = self.metadata.current_snapshot
         assert snapshot is not None
         return snapshot
 
+    @under_write_lease
     def commit_updates(self, updates: Sequence[Update], *, requirements: Sequence[Requirement] = (),
                        operation: str = "update") -> TableMetadata:
         """Commit metadata-only updates (schema, properties, snapshot pointer) guarded by requirements."""
@@ -362,18 +456,21 @@ class Table:
                 requirement.check(base)
             return list(updates), []
 
+        lease = self._lease()
         self.metadata, self.metadata_location = commit_table(
             self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation,
-            token=self.write_token())
+            token=lease.token, lease=lease)
         return self.metadata
 
+    @under_write_lease
     def commit_build(self, build: Build, *, operation: str) -> TableMetadata:
         """Commit whatever ``build(base) -> (updates, files written)`` produces, rebuilding on a new base
         when another writer got there first (COMMIT-1..6). Used for metadata-only snapshots such as
         manifest rewrites."""
+        lease = self._lease()
         self.metadata, self.metadata_location = commit_table(
             self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation,
-            token=self.write_token())
+            token=lease.token, lease=lease)
         return self.metadata
 
     # -- moving the current snapshot ----------------------------------------------------
@@ -385,7 +482,7 @@ class Table:
         """
         self.refresh()
         if snapshot_id not in {s.snapshot_id for s in self.metadata.ancestors(self.metadata.current_snapshot_id)}:
-            self.metadata.snapshot_by_id(snapshot_id)  # NoSuchSnapshotError if it is not retained at all
+            self.metadata.snapshot_by_id(snapshot_id, table=self.name)  # NoSuchSnapshotError if not retained
             raise ValidationError(f"snapshot {snapshot_id} is not an ancestor of the current snapshot "
                                   f"{self.metadata.current_snapshot_id}; use set_current_snapshot")
         return self._set_current(snapshot_id, "rollback")
@@ -396,7 +493,7 @@ class Table:
         return self._set_current(snapshot_id, "set-current-snapshot")
 
     def _set_current(self, snapshot_id: int, operation: str) -> Snapshot:
-        snapshot = self.metadata.snapshot_by_id(snapshot_id)
+        snapshot = self.metadata.snapshot_by_id(snapshot_id, table=self.name)
         current = self.metadata.current_snapshot_id
         if current != snapshot_id:  # already current: nothing to commit
             self.commit_updates([SetCurrentSnapshot(snapshot_id)], requirements=[AssertCurrentSnapshot(current)],

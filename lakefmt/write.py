@@ -1,14 +1,17 @@
 """Writing data files: conform, fan out by partition, roll at the target size (spec/commits.md §Writers).
 
 :func:`conform` checks incoming Arrow data against the table schema and casts it
-(WRITE-3). :func:`write_data_files` splits rows by partition tuple (WRITE-4),
-sorts each partition by the table's sort order, writes ZSTD Parquet files that
-roll over when the bytes actually written reach the target size (WRITE-5), and
-describes each file with statistics read back from the footer it wrote (WRITE-6).
+(WRITE-3), refusing missing required and extra columns (WRITE-8) and values out of
+range (TYPE-10) before any file is written. :func:`write_data_files` splits rows by
+partition tuple (WRITE-4), sorts each partition by the table's sort order, writes
+ZSTD Parquet files that roll over when the bytes actually written reach the target
+size (WRITE-5), and describes each file with statistics read back from the footer
+it wrote (WRITE-6).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -19,14 +22,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakefmt.conversions import to_physical
+from lakefmt.conversions import US_PER_DAY, physical_range, to_physical
 from lakefmt.encoding import Encodings, choose_encodings
-from lakefmt.errors import SchemaError, SchemaMismatchError
+from lakefmt.errors import SchemaError, SchemaMismatchError, ValueOutOfRangeError
 from lakefmt.footer import data_file_from_footer
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
-from lakefmt.partitioning import PartitionSpec
-from lakefmt.schema import Schema
+from lakefmt.partitioning import PartitionSpec, date_str, time_str
+from lakefmt.schema import Field, Schema
 from lakefmt.sorting import SortOrder, sort_indices
 from lakefmt.threads import thread_map
 from lakefmt.types import can_write, from_arrow
@@ -70,33 +73,37 @@ def to_arrow_table(data: Any) -> pa.Table:
 
 
 def conform(data: Any, schema: Schema) -> pa.Table:
-    """Check ``data`` against ``schema`` and cast it to the table's Arrow types (WRITE-3).
+    """Check ``data`` against ``schema`` and cast it to the table's Arrow types (WRITE-3, WRITE-8).
 
-    Refused: columns the table does not have, values whose type cannot be stored
-    without loss (e.g. double into long, naive timestamps into timestamptz), nulls
-    in required columns. Missing optional columns are written as nulls.
+    Refused, before anything is written: columns the table does not have, missing
+    required columns, values whose type cannot be stored without loss (e.g. double
+    into long, naive timestamps into timestamptz), values outside the range of their
+    column (TYPE-10, :class:`ValueOutOfRangeError`), nulls in required columns.
+    Missing optional columns are written as nulls (WRITE-8).
     """
     table = to_arrow_table(data)
     names = set(table.column_names)
     if len(names) != len(table.column_names):
         raise SchemaMismatchError(f"data has duplicate column names: {table.column_names}")
-    extra = names - set(schema.names)
+    extra = [n for n in table.column_names if n not in set(schema.names)]
     if extra:
-        raise SchemaMismatchError(f"data has columns the table does not have: {sorted(extra)}; "
-                                  f"table columns: {schema.names} (add them with update_schema first)")
+        raise SchemaMismatchError(_extra_columns_message(extra, table, schema))
+    missing_required = [f.name for f in schema.fields if f.required and f.name not in names]
+    if missing_required:
+        raise SchemaMismatchError(f"required column(s) {missing_required} are missing from the data "
+                                  f"(WRITE-8); the data has {table.column_names}. Add them to the data, or make "
+                                  "them optional first with t.update_schema().make_optional(NAME).commit()")
     columns = []
     for field in schema.fields:
         target = field.type.to_arrow()
         if field.name not in names:
-            if field.required:
-                raise SchemaMismatchError(f"required column {field.name!r} is missing from the data")
-            columns.append(pa.nulls(table.num_rows, target))
+            columns.append(pa.nulls(table.num_rows, target))  # optional column missing: nulls (WRITE-8)
             continue
         column = table.column(field.name)
         try:
             source_type = from_arrow(column.type)
         except SchemaError as exc:
-            raise SchemaMismatchError(f"column {field.name!r}: {exc}") from None
+            raise SchemaMismatchError(f"column {field.name!r}: {exc}") from exc
         if not can_write(source_type, field.type):
             raise SchemaMismatchError(f"column {field.name!r} has type {source_type} ({column.type}); "
                                       f"the table stores {field.type}")
@@ -105,11 +112,87 @@ def conform(data: Any, schema: Schema) -> pa.Table:
                 column = column.cast(target, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise SchemaMismatchError(f"column {field.name!r} cannot be stored as {field.type}: {exc}"
-                                          ) from None
+                                          ) from exc
+        check_range(field, column)
         if field.required and column.null_count:
             raise SchemaMismatchError(f"required column {field.name!r} has {column.null_count} null values")
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema.to_arrow())
+
+
+def _extra_columns_message(extra: list[str], data: pa.Table, schema: Schema) -> str:
+    """Why columns the table lacks are refused, and how to add them (WRITE-8)."""
+    adds = "; ".join(f"u.add_column({name!r}, pa.{_arrow_type_name(data.column(name).type)})"
+                     for name in extra)
+    return (f"data has column(s) {extra} that the table does not have (WRITE-8); table columns: "
+            f"{schema.names}. Drop them from the data, or add them to the table first (the CLI has no "
+            f"command for this), in Python: with t.update_schema() as u: {adds}")
+
+
+_CONSTRUCTORS = {"bool": "bool_()", "int32": "int32()", "int64": "int64()", "float": "float32()",
+                 "double": "float64()", "date32[day]": "date32()", "time64[us]": 'time64("us")',
+                 "timestamp[us]": 'timestamp("us")', "timestamp[us, tz=UTC]": 'timestamp("us", tz="UTC")',
+                 "string": "string()", "large_string": "string()", "binary": "binary()",
+                 "large_binary": "binary()"}
+
+
+def _arrow_type_name(arrow_type: pa.DataType) -> str:
+    """The ``pyarrow`` constructor (``int64()``) of the type a column of ``arrow_type`` data gets (TYPE-4)."""
+    try:
+        stored = from_arrow(arrow_type).to_arrow()
+    except SchemaError:
+        return f"<{arrow_type} cannot be stored (TYPE-4)>"
+    if pa.types.is_decimal(stored):
+        width = 128 if stored.precision <= 38 else 256
+        return f"decimal{width}({stored.precision}, {stored.scale})"
+    return _CONSTRUCTORS.get(str(stored), str(stored))
+
+
+def check_range(field: Field, column: pa.ChunkedArray | pa.Array) -> None:
+    """Refuse a column (already of the table's Arrow type) holding a value out of range (TYPE-10).
+
+    One ``min_max`` per date, time, timestamp or decimal column; other types pass.
+
+    Raises:
+        ValueOutOfRangeError: names the column, the first offending extreme and the range.
+    """
+    bounds = physical_range(field.type)
+    if bounds is None or len(column) == column.null_count:
+        return
+    name = field.type.name
+    if name == "date":
+        values = column.cast(pa.int32())
+    elif name == "decimal":
+        values = column
+    else:
+        values = column.cast(pa.int64())
+    extremes = pc.min_max(values)
+    low, high = extremes["min"].as_py(), extremes["max"].as_py()
+    lowest, highest = bounds
+    bad = low if low < lowest else high if high > highest else None
+    if bad is None:
+        return
+    raise ValueOutOfRangeError(
+        f"column {field.name!r} holds the {field.type} value {_render(name, bad, raw=True)}, outside the "
+        f"range a table can store: {_render(name, lowest)} to {_render(name, highest)} (TYPE-10). Nothing "
+        "was written; correct or drop such rows and write again", column=field.name, value=bad)
+
+
+def _render(type_name: str, value: Any, *, raw: bool = False) -> str:
+    """A physical value for a message, in ISO form whatever its magnitude; ``raw`` adds the number."""
+    if type_name == "date":
+        text, unit = date_str(value), "days since 1970-01-01"
+    elif type_name == "time":
+        text, unit = (time_str(value) if value >= 0 else ""), "us since midnight"
+    elif type_name in ("timestamp", "timestamptz"):
+        days, micros = divmod(value, US_PER_DAY)
+        zone = "+00:00" if type_name == "timestamptz" else ""
+        text, unit = f"{date_str(days)}T{time_str(micros)}{zone}", "us since 1970-01-01"
+    else:
+        return str(value)
+    if not raw:
+        return text
+    return f"{text} ({value} {unit})" if text else f"{value} {unit}"
 
 
 def plain_schema(schema: pa.Schema) -> pa.Schema:
@@ -120,23 +203,33 @@ def plain_schema(schema: pa.Schema) -> pa.Schema:
 
 def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, spec: PartitionSpec,
                      sort_order: SortOrder, options: WriteOptions) -> list[DataFile]:
-    """Write conformed ``data`` as data files under ``location``; return their descriptions."""
+    """Write conformed ``data`` as data files under ``location``; return their descriptions.
+
+    The files and their folder entries are durable when this returns (COMMIT-20). If any
+    file fails, every file of this call is deleted, a partly written one included, and
+    the error is raised (COMMIT-21).
+    """
     if data.num_rows == 0:
         return []
     slices = list(split_by_partition(data, schema, spec, sort_order))
     stem = options.stem()
-    jobs = [(i, values, part) for i, (values, part) in enumerate(slices)]
-
     sort_order_id = None if sort_order.is_unsorted else sort_order.order_id
+    writers = [RollingFileWriter(io, location, schema, spec, values, options, sort_order_id=sort_order_id,
+                                 stem=f"{stem}-{index:05d}", sync_directories=False)
+               for index, (values, _) in enumerate(slices)]
 
-    def run(job: tuple[int, tuple[Any, ...], pa.Table]) -> list[DataFile]:
-        index, values, part = job
-        writer = RollingFileWriter(io, location, schema, spec, values, options, sort_order_id=sort_order_id,
-                                   stem=f"{stem}-{index:05d}")
-        writer.write(part)
-        return writer.close()
+    def run(index: int) -> list[DataFile]:
+        writers[index].write(slices[index][1])
+        return writers[index].close()
 
-    return [f for files in thread_map(run, jobs, min(os.cpu_count() or 2, 8)) for f in files]
+    try:
+        written = thread_map(run, range(len(slices)), min(os.cpu_count() or 2, 8))
+        io.sync_directories()
+    except BaseException:
+        for writer in writers:  # thread_map has waited for every job: none is still writing
+            writer.abort()
+        raise
+    return [f for files in written for f in files]
 
 
 def split_by_partition(data: pa.Table, schema: Schema, spec: PartitionSpec, sort_order: SortOrder
@@ -198,7 +291,7 @@ class RollingFileWriter:
     def __init__(self, io: FileIO, location: str, schema: Schema, spec: PartitionSpec,
                  partition: tuple[Any, ...], options: WriteOptions, *, sort_order_id: int | None = None,
                  prefix: str | None = None, stem: str | None = None,
-                 encodings: Encodings | None = None) -> None:
+                 encodings: Encodings | None = None, sync_directories: bool = True) -> None:
         self.io, self.location, self.schema, self.spec = io, location, schema, spec
         self.encodings = encodings
         self.partition, self.options, self.sort_order_id = partition, options, sort_order_id
@@ -215,6 +308,7 @@ class RollingFileWriter:
         self._bytes_per_row: float | None = None
         self.files: list[DataFile] = []
         self.paths_started: list[str] = []
+        self._sync_directories = sync_directories
 
     def write(self, rows: pa.Table | pa.RecordBatch) -> None:
         """Append rows of the table's Arrow schema; string and binary columns may be dictionary arrays."""
@@ -271,20 +365,26 @@ class RollingFileWriter:
                                                 self.sort_order_id))
 
     def close(self) -> list[DataFile]:
+        """Finish the last file; the files are durable, folder entries too unless the caller syncs (COMMIT-20)."""
         if self._writer is not None:
             self._finish()
+        if self._sync_directories:
+            self.io.sync_directories()
         return self.files
 
     def abort(self) -> None:
-        """Close and delete everything this writer started (nothing was committed)."""
-        if self._writer is not None:
-            try:
-                self._writer.close()
-                self._sink.close()
-            except Exception:  # noqa: BLE001 - best effort; the files are deleted next
-                pass
-            self._writer, self._sink = None, None
-        self.io.delete_many(self.paths_started)
+        """Close and delete everything this writer started, a partly written file too (COMMIT-21).
+
+        Best effort: a failure here never hides the error that caused the abort.
+        """
+        for closable in (self._writer, self._sink):
+            if closable is not None:
+                with contextlib.suppress(Exception):
+                    closable.close()
+        self._writer, self._sink = None, None
+        for path in self.paths_started:
+            with contextlib.suppress(OSError):
+                self.io.delete(path)
 
 
 def _next_chunk_rows(rows: pa.Table, offset: int, options: WriteOptions, written_bytes: int,

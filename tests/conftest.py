@@ -37,11 +37,11 @@ def s3_server() -> Iterator[dict[str, str]]:
 
 def make_catalog(kind: str, tmp_path: Path, s3: dict | None = None) -> lakefmt.Catalog:
     if kind == "local":
-        return lakefmt.Catalog(str(tmp_path / "warehouse"))
+        return lakefmt.Catalog(str(tmp_path / "warehouse"), create=True)
     assert s3 is not None
     prefix = f"s3://{s3['bucket']}/{uuid.uuid4().hex}"
     return lakefmt.Catalog(prefix, catalog_path=str(tmp_path / "catalog.duckdb"),
-                           storage_options=dict(s3["options"]))
+                           storage_options=dict(s3["options"]), create=True)
 
 
 @pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])

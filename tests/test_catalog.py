@@ -94,7 +94,10 @@ def test_create_load_list_rename_drop(catalog):
 
 
 HOSTILE = ["a; DROP TABLE x", "../../etc", "ns.tab le", "", "x" * 200, "ns.a.b", "ns." + "x" * 200,
-           "../ns.t", "ns./t", "ns.t\x00", "ns.'; DELETE FROM tables; --", "ns.t;", "1ns.t", "ns.ünïcode"]
+           "../ns.t", "ns./t", "ns.t\x00", "ns.'; DELETE FROM tables; --", "ns.t;", "1ns.t", "ns.ünïcode",
+           # CAT-2 is a full match: a trailing newline is not part of a name; identifiers are text
+           "ns.t\n", "ns\n.t", "ns.t\r\n", "\nns.t", ("ns", "t\n"), 123, None, ("ns", 5), b"ns.t", ["ns"],
+           ("ns", "t", "u"), 1.5]
 
 
 @pytest.mark.parametrize("name", HOSTILE)
@@ -113,7 +116,8 @@ def test_hostile_table_names_are_refused_and_nothing_is_written(local_catalog, n
     assert local_catalog.load_table("ns.existing").scan().count() == 0
 
 
-@pytest.mark.parametrize("name", ["a; DROP TABLE x", "../../etc", "tab le", "", "x" * 200, "a.b", "ns/t"])
+@pytest.mark.parametrize("name", ["a; DROP TABLE x", "../../etc", "tab le", "", "x" * 200, "a.b", "ns/t",
+                                  "ns\n", "ns\r\n", 5, b"ns"])
 def test_hostile_namespace_names_are_refused(local_catalog, name):
     before = warehouse_state(local_catalog)
     with pytest.raises(lakefmt.InvalidNameError):

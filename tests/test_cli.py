@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import os
+import pty
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 
 import lakefmt
 from lakefmt.cli import build_parser, main, parse_storage_options
+from lakefmt.cli.commands import COMMANDS
 from tests.conftest import downlinks
 
 REPO = Path(__file__).resolve().parents[1]
@@ -237,15 +240,18 @@ def test_global_options_accepted_after_the_command(loaded: Cli):
     assert code == 0 and out.split() == ["artemis.downlinks"]
 
 
-def test_optional_commands_are_wired_when_present():
+def test_compact_offers_the_strategies_of_the_compaction_package():
+    from lakefmt.cli.compact import STRATEGIES as CLI_STRATEGIES
+    from lakefmt.compaction.options import STRATEGIES
+
+    assert CLI_STRATEGIES == STRATEGIES  # kept apart so that the parser does not load lakefmt.compaction
+
+
+def test_every_command_is_wired():
     choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
-    for name, module in (("compact", "lakefmt.compaction.cli"), ("demo", "lakefmt.demo")):
-        try:
-            __import__(module)
-        except ImportError:
-            assert name not in choices
-        else:
-            assert name in choices
+    assert set(choices) == set(COMMANDS)
+    for name, parser in choices.items():
+        assert parser.get_default("func") is not None, name
 
 
 def run_process(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -269,4 +275,159 @@ def test_as_a_real_process(tmp_path: Path, files: dict[str, Path]):
     assert p.returncode == 2
     assert p.stderr.startswith("error: unknown column 'nope'") and "Traceback" not in p.stderr
     p = run_process("--warehouse", wh, "inspect", "ghost.table", cwd=tmp_path)
-    assert p.returncode == 2 and p.stderr.strip() == "error: table ghost.table does not exist"
+    assert p.returncode == 2 and p.stderr.startswith("error: table ghost.table does not exist")
+    assert len(p.stderr.splitlines()) == 1
+
+
+# -- start-up: what a command imports, and Ctrl-C ---------------------------------------------------
+
+HEAVY_MODULES = ("pandas", "duckdb", "pyarrow", "fsspec", "tqdm")
+
+
+def modules_after(*calls: list[str]) -> set[str]:
+    """The heavy modules loaded by a fresh interpreter after ``main(argv)`` for each ``argv`` in ``calls``."""
+    probe = ("import json, sys\nfrom lakefmt.cli import main\n"
+             f"for argv in {list(calls)!r}:\n    main(argv)\n"
+             f"print(json.dumps([m for m in {HEAVY_MODULES!r} if m in sys.modules]))\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    return set(json.loads(proc.stdout.splitlines()[-1]))
+
+
+def test_import_lakefmt_loads_neither_pandas_nor_duckdb():
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    probe = (f"import sys, lakefmt\nprint([m for m in {HEAVY_MODULES!r} if m in sys.modules])\n"
+             "print(lakefmt.Catalog.__name__, 'duckdb' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120,
+                         check=True).stdout.splitlines()
+    assert out == ["[]", "Catalog True"]  # the public names still work, loaded on first use
+
+
+def test_help_of_every_command_loads_no_heavy_module():
+    # `serve` is left out: its parser is lakefmt.service.cli, and importing the service package
+    # loads the whole service (it is loaded only when `serve` is the command).
+    commands = [name for name in COMMANDS if name != "serve"]
+    assert modules_after(["--help"], *([name, "--help"] for name in commands), ["--version"]) == set()
+
+
+def test_tables_loads_the_catalog_but_not_pandas(loaded: Cli):
+    assert modules_after(["--warehouse", str(loaded.warehouse), "tables"]) == {"duckdb", "pyarrow", "fsspec"}
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path):
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # a child would inherit it and never see Ctrl-C
+        pytest.skip("SIGINT is ignored in this process (a background job of a non-interactive shell)")
+    wh = str(tmp_path / "wh")
+    table = lakefmt.Catalog(wh, create=True).create_table("big.rows", pa.schema([("id", pa.int64()),
+                                                                                 ("s", pa.string())]))
+    table.append(pa.table({"id": range(50_000), "s": [f"row {i}" for i in range(50_000)]}))
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # jsonl streams rows: ~1.5 MB against a 64 KiB pipe the test does not drain, so the scan is
+    # still running (blocked writing) when SIGINT arrives.
+    proc = subprocess.Popen([sys.executable, "-m", "lakefmt.cli", "--warehouse", wh, "scan", "big.rows",
+                             "--format", "jsonl"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        assert json.loads(proc.stdout.readline()) == {"id": 0, "s": "row 0"}  # the scan has started
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        assert proc.stderr.read() == "interrupted\n"
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+# -- global options on either side, final newlines, scan on a terminal ------------------------------
+
+GLOBAL_OPTIONS = {"--warehouse", "--catalog-path", "--storage-option"}
+
+
+def test_every_command_takes_the_global_options_after_its_name():
+    choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for name, parser in choices.items():
+        assert GLOBAL_OPTIONS <= set(parser._option_string_actions), name
+
+
+def test_compact_and_demo_take_storage_options_after_the_command(loaded: Cli):
+    wh = str(loaded.warehouse)
+    loaded.capsys.readouterr()
+    assert main(["compact", "artemis.downlinks", "--dry-run", "--warehouse", wh,
+                 "--storage-option", "auto_mkdir=true"]) == 0
+    assert "too-young" in loaded.capsys.readouterr().out
+    code = main(["demo", "--commits", "2", "--missions", "1", "--payloads", "2", "--rows-per-commit", "20",
+                 "--table", "demo.small", "--warehouse", wh, "--storage-option", "auto_mkdir=true"])
+    assert code == 0, loaded.capsys.readouterr().err
+    assert "demo.small" in lakefmt.Catalog(wh).list_tables()
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json", "jsonl"])
+def test_every_output_ends_with_a_newline(loaded: Cli, fmt: str):
+    for argv in (["scan", "artemis.downlinks", "--limit", "3"],
+                 ["scan", "artemis.downlinks", "--filter", "payload_id < 0"],  # no rows
+                 ["scan", "artemis.downlinks", "--columns", "payload_id", "--limit", "1"],
+                 ["snapshots", "artemis.downlinks"], ["history", "artemis.downlinks"],
+                 ["stats", "artemis.downlinks"]):
+        out = loaded.ok(*argv, "--format", fmt)
+        if fmt == "jsonl" and "payload_id < 0" in argv:
+            assert out == ""  # no rows, no lines
+            continue
+        assert out.endswith("\n") and not out.endswith("\n\n"), (argv, out[-80:])
+    csv_out = loaded.ok("scan", "artemis.downlinks", "--filter", "payload_id < 0", "--format", "csv")
+    assert csv_out == "ts,mission_id,payload_id,sensor_kind,value\n"  # the header, even without rows
+
+
+def run_on_a_terminal(*argv: str) -> tuple[int, str, str]:
+    """Run ``python -m lakefmt.cli *argv`` with stdout on a pseudo-terminal; returns (code, stdout, stderr)."""
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "lakefmt.cli", *argv], stdout=slave, stderr=subprocess.PIPE,
+                            env=env, text=True)
+    os.close(slave)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(master)
+    code = proc.wait(timeout=120)
+    err = proc.stderr.read()
+    proc.stderr.close()
+    return code, b"".join(chunks).decode().replace("\r\n", "\n"), err
+
+
+@pytest.fixture
+def rows_250(tmp_path: Path) -> str:
+    wh = str(tmp_path / "wh250")
+    table = lakefmt.Catalog(wh, create=True).create_table("ns.rows", pa.schema([("id", pa.int64())]))
+    table.append(pa.table({"id": range(250)}))
+    return wh
+
+
+def test_scan_on_a_terminal_prints_the_first_100_rows_and_says_so(rows_250: str):
+    code, out, err = run_on_a_terminal("--warehouse", rows_250, "scan", "ns.rows")
+    lines = out.splitlines()
+    assert code == 0, err
+    assert lines[:2] == ["id", "--"] and len(lines) == 2 + 100 + 1
+    assert lines[-1].startswith("(showing the first 100 rows; more match: use --limit N or --all")
+    code, out, err = run_on_a_terminal("--warehouse", rows_250, "scan", "ns.rows", "--format", "jsonl")
+    assert code == 0 and len(out.splitlines()) == 100 and "--all" in err  # the note stays out of the data
+    code, out, _ = run_on_a_terminal("--warehouse", rows_250, "scan", "ns.rows", "--all")
+    assert len(out.splitlines()) == 2 + 250 + 1 and out.endswith("(250 rows)\n")
+    code, out, _ = run_on_a_terminal("--warehouse", rows_250, "scan", "ns.rows", "--limit", "150")
+    assert len(out.splitlines()) == 2 + 150 + 1 and out.endswith("(150 rows)\n")
+
+
+def test_scan_to_a_pipe_prints_every_row(rows_250: str, tmp_path: Path):
+    p = run_process("--warehouse", rows_250, "scan", "ns.rows", cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr == ""
+    assert len(p.stdout.splitlines()) == 2 + 250 + 1 and p.stdout.endswith("(250 rows)\n")

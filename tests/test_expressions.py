@@ -351,11 +351,11 @@ def test_projection_examples() -> None:
     spec = parse_partition_by(["day(ts)", "bucket(4, i)", "truncate(2, s)", "n"], SCHEMA)
     p = project_inclusive("ts < '2026-01-02' AND i = 7 AND s LIKE 'abc%' AND n != 3", spec, SCHEMA)
     day, bucket, trunc, ident = spec.fields
-    assert p == And(And(And(
+    assert p == And(And(  # a chain of four is a balanced tree (EXPR-11)
         BoundPredicate("le", day.field_id, "ts_day", DATE, (20454,)),
         BoundPredicate("eq", bucket.field_id, "i_bucket_4", INT, (bucket.transform.apply_value(7, LONG),))),
-        BoundPredicate("eq", trunc.field_id, "s_trunc_2", STRING, ("ab",))),
-        BoundPredicate("ne", ident.field_id, "n", INT, (3,)))
+        And(BoundPredicate("eq", trunc.field_id, "s_trunc_2", STRING, ("ab",)),
+            BoundPredicate("ne", ident.field_id, "n", INT, (3,))))
     assert project_inclusive("i = 7 OR s LIKE 'a%'", spec, SCHEMA) == Or(
         BoundPredicate("eq", bucket.field_id, "i_bucket_4", INT, (bucket.transform.apply_value(7, LONG),)),
         BoundPredicate("starts_with", trunc.field_id, "s_trunc_2", STRING, ("a",)))

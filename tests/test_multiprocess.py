@@ -61,7 +61,7 @@ def data_files_on_disk(table: lakefmt.Table) -> set[str]:
 
 def test_four_processes_fifty_appends_each(tmp_path: Path):
     warehouse = str(tmp_path / "wh")
-    catalog = lakefmt.Catalog(warehouse)
+    catalog = lakefmt.Catalog(warehouse, create=True)
     created = catalog.create_table("mp.tagged", schema=TAGGED_SCHEMA, partition_by=["proc"])
     run_processes(append_many, [(warehouse, "mp.tagged", proc, APPENDS) for proc in range(PROCESSES)])
 
@@ -121,7 +121,7 @@ def _downlinks_table(catalog: lakefmt.Catalog) -> tuple[lakefmt.Table, pa.Table]
 
 def test_overwrite_conflicts_with_a_concurrent_append_it_would_touch(tmp_path: Path):
     warehouse = str(tmp_path / "wh")
-    catalog = lakefmt.Catalog(warehouse)
+    catalog = lakefmt.Catalog(warehouse, create=True)
     _, base = _downlinks_table(catalog)
     stale = catalog.load_table("race.downlinks")  # the overwrite is planned on this snapshot
 
@@ -151,7 +151,7 @@ def test_overwrite_conflicts_with_a_concurrent_append_it_would_touch(tmp_path: P
 
 def test_overwrite_elsewhere_does_not_conflict_with_an_append(tmp_path: Path):
     warehouse = str(tmp_path / "wh")
-    catalog = lakefmt.Catalog(warehouse)
+    catalog = lakefmt.Catalog(warehouse, create=True)
     _, base = _downlinks_table(catalog)
     stale = catalog.load_table("race.downlinks")
     added = downlinks(300, seed=7, missions=3).filter(pc.field("mission_id") == 1)
@@ -164,7 +164,7 @@ def test_overwrite_elsewhere_does_not_conflict_with_an_append(tmp_path: Path):
 
 def test_delete_conflicts_when_a_file_it_removes_was_removed_concurrently(tmp_path: Path):
     warehouse = str(tmp_path / "wh")
-    catalog = lakefmt.Catalog(warehouse)
+    catalog = lakefmt.Catalog(warehouse, create=True)
     _, base = _downlinks_table(catalog)
     stale = catalog.load_table("race.downlinks")
     run_processes(run_operation, [(warehouse, "race.downlinks", "delete", "mission_id = 0")])
@@ -179,7 +179,7 @@ def test_delete_conflicts_when_a_file_it_removes_was_removed_concurrently(tmp_pa
 def test_append_and_delete_on_different_partitions_both_succeed(tmp_path: Path, round_: int):
     """Started together from a barrier, in either order both commits succeed (COMMIT-10)."""
     warehouse = str(tmp_path / "wh")
-    catalog = lakefmt.Catalog(warehouse)
+    catalog = lakefmt.Catalog(warehouse, create=True)
     _, base = _downlinks_table(catalog)
     added = downlinks(400, seed=11 + round_, missions=3).filter(pc.field("mission_id") == 1)
     reports = run_processes(run_operation, [

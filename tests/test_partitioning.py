@@ -345,3 +345,20 @@ def test_compute_and_struct_type() -> None:
     assert out.column("id_bucket_4").to_pylist()[2] is None
     assert out.column("name_trunc_1").to_pylist() == ["a", None, "x"]
     assert UNPARTITIONED.compute(data, SCHEMA).num_rows == 3
+
+
+def test_hash_array_strings_binary_decimals_hash_each_distinct_value() -> None:
+    # PART-4: variable-width values are hashed per distinct value (dictionary-encoded) with mmh3;
+    # repeats, nulls, chunks and dictionary-typed input give the scalar hash of every row.
+    words = ["iceberg", "", "é😀", "iceberg", None, "x" * 100, ""]
+    cases = [
+        (STRING, pa.chunked_array([words[:3], words[3:]], pa.large_string())),
+        (STRING, pa.array(words, pa.string()).dictionary_encode()),
+        (BINARY, pa.array([None if w is None else w.encode() for w in words], pa.binary())),
+        (decimal(4, 2), pa.array([Decimal("14.20"), None, Decimal("-1.28"), Decimal("14.20")],
+                                 pa.decimal128(4, 2))),
+    ]
+    for ltype, arr in cases:
+        expected = [None if v is None else bucket_hash(to_physical(ltype, v), ltype) for v in arr.to_pylist()]
+        assert hash_array(arr, ltype).to_pylist() == expected
+    assert hash_array(pa.array(["iceberg"]), STRING).to_pylist() == [1210000089]

@@ -93,7 +93,7 @@ _counter = itertools.count()
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory: pytest.TempPathFactory) -> lakefmt.Catalog:
-    return lakefmt.Catalog(str(tmp_path_factory.mktemp("roundtrip") / "warehouse"))
+    return lakefmt.Catalog(str(tmp_path_factory.mktemp("roundtrip") / "warehouse"), create=True)
 
 
 @st.composite
@@ -228,7 +228,7 @@ def test_every_type_is_covered():
 
 @pytest.mark.parametrize("value", [0.0, -0.0, float("inf"), float("-inf")])
 def test_float_edge_literals(tmp_path: Path, value):
-    cat = lakefmt.Catalog(str(tmp_path / "wh"))
+    cat = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     t = cat.create_table("rt.f", schema=pa.schema([("x", pa.float64())]))
     data = pa.table({"x": pa.array([float("nan"), -0.0, 0.0, 1.5, float("inf"), float("-inf"), None])})
     t.append(data)
@@ -245,7 +245,7 @@ def test_metadata_json_round_trip(tmp_path: Path):
 
     from lakefmt.metadata import TableMetadata
 
-    cat = lakefmt.Catalog(str(tmp_path / "wh"))
+    cat = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     t = cat.create_table("rt.meta", schema=pa.schema([("id", pa.int64()), ("s", pa.string())]),
                          partition_by=["bucket(4, id)"], sort_by=["s"],
                          properties={"note": '"snapshots":[],"snapshot-log":[] \u00e9'})

@@ -83,7 +83,7 @@ def test_metadata_validates_against_the_json_schema(local_catalog):
 
 
 def test_memory_warehouse(tmp_path):
-    cat = lakefmt.Catalog("memory://lakefmt-test", catalog_path=str(tmp_path / "cat.duckdb"))
+    cat = lakefmt.Catalog("memory://lakefmt-test", catalog_path=str(tmp_path / "cat.duckdb"), create=True)
     t = cat.create_table("mem.t", schema=pa.schema([("id", pa.int64())]))
     t.append(pa.table({"id": [1, 2, 3]}))
     assert sorted(cat.load_table("mem.t").scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]

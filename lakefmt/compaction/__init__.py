@@ -16,6 +16,7 @@ and may be overridden per call. The pieces, top to bottom: :mod:`~lakefmt.compac
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -41,6 +42,7 @@ from lakefmt.compaction.results import CompactionResult, GroupResult, ManifestRe
 from lakefmt.compaction.rewrite import RewriteResult, RewriteTask, rewrite_group
 from lakefmt.compaction.runner import Progress, Rewriter, plan_table, resolve_engine, run_plan
 from lakefmt.compaction.verify import Checksum, checksum
+from lakefmt.errors import ValidationError
 from lakefmt.expressions import Expression
 
 if TYPE_CHECKING:
@@ -88,8 +90,17 @@ class Compaction:
                 min_input_files: int | None = None, max_group_size: int | None = None,
                 min_age_seconds: float | None = None, max_concurrent_groups: int | None = None,
                 read_mb_per_s: float | None = None, quiet_windows: str | None = None,
-                zstd_level: int | None = None, lease_seconds: float | None = None) -> CompactionOptions:
-        """The effective options: table properties, overridden by the non-None arguments (COMPACT-1)."""
+                zstd_level: int | None = None, lease_seconds: float | None = None,
+                **unknown: Any) -> CompactionOptions:
+        """The effective options: table properties, overridden by the non-None arguments (COMPACT-1).
+
+        Raises:
+            ValidationError: an option this method does not know (a typo stays no silent no-op).
+        """
+        if unknown:
+            known = sorted(p for p in inspect.signature(Compaction.options).parameters if p not in {"self", "unknown"})
+            raise ValidationError(f"unknown compaction option(s) {', '.join(sorted(unknown))}; "
+                                  f"the options are: {', '.join(known)}")
         return resolve_options(
             self.table.metadata.properties, target_file_size=target_file_size, small_file_ratio=small_file_ratio,
             min_input_files=min_input_files, max_group_size=max_group_size, min_age_seconds=min_age_seconds,

@@ -17,9 +17,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Literal
 
-from lakefmt.compaction.options import CompactionOptions, Strategy
+from lakefmt.compaction.options import MIN_AGE_SECONDS, CompactionOptions, Strategy
 from lakefmt.manifest import DataFile
 
 SkipReason = Literal["too-big", "too-young", "too-few-files", "already-compacted"]
@@ -122,6 +123,16 @@ class CompactionPlan:
             out[s.reason] = out.get(s.reason, 0) + 1
         return out
 
+    def too_young(self) -> TooYoung | None:
+        """The files skipped because their partition is still being written (COMPACT-5), if any."""
+        young = [p for p in self.partitions if p.reason == "too-young"]
+        files = sum(1 for p in young for s in p.skipped if s.reason == "too-young")
+        if not files:
+            return None
+        ingested = [p.ingested_ms for p in young if p.ingested_ms is not None]
+        eligible = max(ingested) + math.ceil(self.options.min_age_seconds * 1000) if ingested else None
+        return TooYoung(files, len(young), self.options.min_age_seconds, eligible)
+
     def __repr__(self) -> str:
         return (f"CompactionPlan({self.strategy}, {len(self.groups)} groups, {self.files_to_rewrite} files, "
                 f"{format_bytes(self.bytes_to_rewrite)}, skipped={self.skipped_by_reason()})")
@@ -151,7 +162,40 @@ class CompactionPlan:
                 lines.append("    left out: " + ", ".join(f"{n} {r}" for r, n in sorted(counts.items())))
         if max_partitions is not None and len(self.partitions) > max_partitions:
             lines.append(f"  ... {len(self.partitions) - max_partitions} more partitions")
+        young = self.too_young()
+        if young is not None:
+            lines.append(young.explain())
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class TooYoung:
+    """Files left out because their partitions were written to less than ``min_age_seconds`` ago (COMPACT-5).
+
+    ``eligible_ms`` is when the youngest of those partitions becomes old enough (epoch
+    milliseconds, UTC), if no more data arrives in it; None when the ingest time is unknown.
+    """
+
+    files: int
+    partitions: int
+    min_age_seconds: float
+    eligible_ms: int | None
+
+    @property
+    def eligible_at(self) -> datetime | None:
+        """:attr:`eligible_ms` as an aware UTC datetime."""
+        return None if self.eligible_ms is None else datetime.fromtimestamp(self.eligible_ms / 1000, timezone.utc)
+
+    def explain(self) -> str:
+        """Why, until when, and how to compact them anyway."""
+        when = self.eligible_at
+        until = (f"; all become eligible at {when.strftime('%Y-%m-%dT%H:%M:%SZ')} if nothing more is written "
+                 "to them" if when is not None else "")
+        return (f"  {self.files} file{'s' if self.files != 1 else ''} in {self.partitions} "
+                f"partition{'s' if self.partitions != 1 else ''} left out as too young: written to less than "
+                f"{self.min_age_seconds:g} s ago ({MIN_AGE_SECONDS.name}){until}. To compact them now: "
+                f"`lakefmt compact --min-age-seconds 0`, `t.compaction.run(min_age_seconds=0)`, or lower the "
+                f"table property {MIN_AGE_SECONDS.name}")
 
 
 def plan_groups(files: Sequence[PlannerFile], options: CompactionOptions, *, strategy: Strategy, now_ms: int,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from lakefmt.compaction.planner import format_bytes
+from lakefmt.compaction.planner import TooYoung, format_bytes
 
 GroupStatus = Literal["committed", "conflict", "lease-held", "quiet-window", "stopped", "failed"]
 
@@ -72,12 +72,19 @@ class CompactionResult:
     groups: tuple[GroupResult, ...]
     status: Literal["done", "nothing-to-do", "quiet-window", "stopped"] = "done"
     throttled_seconds: float = 0.0
+    skipped_files: tuple[tuple[str, int], ...] = ()
+    """Files the plan left out, per reason (COMPACT-11), e.g. ``(("too-young", 12),)``."""
+    too_young: TooYoung | None = None
+    """Files left out because their partitions are still being written (COMPACT-5): how many, when
+    the youngest becomes eligible and how to override (``too_young.explain()``)."""
 
     def __repr__(self) -> str:
+        left_out = (", left out: " + ", ".join(f"{n} {reason}" for reason, n in self.skipped_files)
+                    if self.skipped_files else "")
         return (f"CompactionResult({self.table}, {self.strategy}: {self.groups_committed}/{self.groups_planned} "
                 f"groups committed, {self.groups_skipped} skipped, {self.groups_failed} failed; files "
                 f"{self.files_before} -> {self.files_after}, {format_bytes(self.bytes_before)} -> "
-                f"{format_bytes(self.bytes_after)}, {self.rows_rewritten} rows, {self.seconds:.2f} s)")
+                f"{format_bytes(self.bytes_after)}, {self.rows_rewritten} rows, {self.seconds:.2f} s{left_out})")
 
     def summary(self) -> str:
         throttled = f" (throttled {self.throttled_seconds:.2f} s)" if self.throttled_seconds else ""
@@ -93,6 +100,11 @@ class CompactionResult:
         ]
         if self.snapshot_ids:
             lines.append(f"  snapshots: {len(self.snapshot_ids)} (last {self.snapshot_ids[-1]})")
+        if self.skipped_files:
+            lines.append("  files left out: " + ", ".join(f"{n} {reason}" for reason, n in self.skipped_files)
+                         + " (see --dry-run / plan().explain())")
+        if self.too_young is not None:
+            lines.append(self.too_young.explain())
         for g in self.groups:
             if g.status != "committed":
                 lines.append(f"  group {g.group_id} [{g.partition}]: {g.status}" + (f": {g.error}" if g.error else ""))

@@ -37,6 +37,7 @@ from lakefmt.expressions import Expression
 from lakefmt.hooks import checkpoint
 from lakefmt.manifest_cache import read_entries, read_list
 from lakefmt.sorting import parse_sort_by
+from lakefmt.table import under_write_lease
 
 if TYPE_CHECKING:
     from lakefmt.metadata import Snapshot, TableMetadata
@@ -181,6 +182,7 @@ def make_task(table: Table, plan: CompactionPlan, group: FileGroup) -> RewriteTa
         inputs_sorted=inputs_sorted)
 
 
+@under_write_lease  # CAT-10: the outputs stay protected however long the run takes
 def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = False,
              should_pause: Callable[[], float] | None = None, progress: Progress | None = None,
              hook: Hook | None = None, use_leases: bool = True, owner: str | None = None,
@@ -359,4 +361,5 @@ def _result(table: Table, plan: CompactionPlan, groups: list[GroupResult], start
         rows_rewritten=sum(g.rows for g in committed), seconds=time.perf_counter() - started,
         snapshot_ids=tuple(g.snapshot_id for g in committed if g.snapshot_id is not None),
         groups=ordered, status=status if plan.groups or status != "done" else "nothing-to-do",
-        throttled_seconds=throttled)
+        throttled_seconds=throttled, skipped_files=tuple(sorted(plan.skipped_by_reason().items())),
+        too_young=plan.too_young())

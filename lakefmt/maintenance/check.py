@@ -30,10 +30,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from lakefmt.conversions import from_bytes
-from lakefmt.errors import CorruptMetadataError, LakefmtError
+from lakefmt.errors import CorruptMetadataError, LakefmtError, MissingFileError
 from lakefmt.io import normalize_location
 from lakefmt.maintenance.check_files import Violation, check_data_file
-from lakefmt.maintenance.jsonschema_lite import metadata_schema, validate_metadata
+from lakefmt.maintenance.metadata_schema import metadata_schema, validate_metadata
 from lakefmt.maintenance.reachability import READ_THREADS, relativize, table_location
 from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
 from lakefmt.manifest_io import read_manifest, read_manifest_list
@@ -94,6 +94,7 @@ class _Checker:
         self.manifests: dict[str, list[ManifestEntry]] = {}  # raw entries, nothing inherited
         self.data_files: dict[str, DataFile] = {}
         self.sizes: dict[str, int] = {}
+        self.unreadable: set[str] = set()  # manifest lists and manifests reported missing or unreadable
 
     def bad(self, requirement: str, message: str, path: str | None = None) -> None:
         self.violations.append(Violation(requirement, message, path))
@@ -190,6 +191,7 @@ class _Checker:
             rows = self._read(lambda: read_manifest_list(self.io, f"{self.location}/{rel}"), rel)
             self.lists[rel] = rows or []
         rows = self.lists[rel]
+        complete = rel not in self.unreadable  # totals are only compared when every manifest was read
         for path, n in Counter(m.path for m in rows).items():
             if n > 1:
                 self.bad("ML-1", f"manifest {path} is listed {n} times", rel)
@@ -198,6 +200,7 @@ class _Checker:
         for m in rows:
             entries = self._manifest(meta, m, rel)
             if entries is None:
+                complete = False
                 continue
             for e in entries:
                 if e.status != EntryStatus.DELETED:
@@ -209,7 +212,7 @@ class _Checker:
                 self.bad("READ-9", f"data file {path} is live in {n} entries of snapshot {snapshot_id}", rel)
         for key, actual in (("total-data-files", sum(live.values())), ("total-records", records),
                             ("total-files-size", size)):
-            if key in summary and summary[key].isdigit() and int(summary[key]) != actual:
+            if complete and key in summary and summary[key].isdigit() and int(summary[key]) != actual:
                 self.bad("SNAP-5", f"snapshot {snapshot_id} says {key} = {summary[key]}, its manifests hold "
                                    f"{actual}", rel)
 
@@ -230,6 +233,8 @@ class _Checker:
             if raw is not None:
                 self._check_size(rel, row.length, "ML-2")
                 self._check_entries(rel, raw, spec.spec_id)
+        if rel in self.unreadable:
+            return None
         raw_entries = self.manifests[rel]
         self._check_counts(row, raw_entries, list_rel)
         self._check_summaries(meta, row, raw_entries, list_rel)
@@ -338,9 +343,14 @@ class _Checker:
         return rel
 
     def _read(self, read, rel: str):  # type: ignore[no-untyped-def]
+        """Read a manifest list or manifest from storage (never from a cache): a missing file is LAYOUT-5,
+        an unreadable one READ-10."""
         try:
             return read()
+        except MissingFileError:
+            self.bad("LAYOUT-5", "a referenced file is missing (deleted while referenced?)", rel)
         except CorruptMetadataError as exc:
             self.bad("READ-10", str(exc), rel)
-            return None
+        self.unreadable.add(rel)
+        return None
 

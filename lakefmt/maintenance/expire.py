@@ -12,7 +12,11 @@ deletes the files that nothing retained can reach any more:
 4. delete those data files, manifests and manifest lists, and the metadata files that
    neither the current metadata nor its metadata-log names (MAINT-6).
 
-A crash during step 4 leaves unreferenced files, which orphan removal reclaims.
+A crash during step 4 leaves unreferenced files, which orphan removal reclaims. Once
+step 2 succeeded, expiry reports success (COMMIT-15), also when a concurrent expiry
+deletes files it was about to read: a manifest list or manifest already gone is
+skipped, everything still readable is cleaned up, and the rest is left to orphan
+removal (MAINT-7).
 
 Example:
     >>> result = t.maintenance.expire_snapshots(older_than=timedelta(days=7), retain_last=10)
@@ -21,29 +25,32 @@ Example:
 
 from __future__ import annotations
 
-import re
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
-from lakefmt.errors import NoSuchSnapshotError, ValidationError
+from lakefmt.errors import LakefmtError, ValidationError
+from lakefmt.hooks import checkpoint
+from lakefmt.maintenance.options import check_age, check_bool, check_count, check_snapshot_ids
 from lakefmt.maintenance.orphans import ListedFile, delete_files
 from lakefmt.maintenance.reachability import (
     Reachability,
+    current_reachability,
     reachable_only_from,
     relativize,
     table_reachability,
 )
-from lakefmt.metadata import TableMetadata
+from lakefmt.metadata import Snapshot, TableMetadata
 from lakefmt.properties import EXPIRE_MAX_SNAPSHOT_AGE_MS, EXPIRE_MIN_SNAPSHOTS_TO_KEEP, int_property
 from lakefmt.updates import AssertNotCurrent, RemoveSnapshots
 
 if TYPE_CHECKING:
     from lakefmt.table import Table
 
-_METADATA_FILE = re.compile(r"^metadata/v(\d+)-[^/]*\.metadata\.json$")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,8 @@ class ExpireResult:
     Paths are relative to the table location. ``bytes_freed`` sums the sizes of the
     deleted files (as listed, or as recorded in manifests and manifest lists).
     ``failed_deletes`` are files whose deletion failed; they are orphans now (MAINT-7).
+    ``warnings`` say why files were left for orphan removal although the expiry was
+    committed (for example a referenced manifest found missing: a damaged table).
     """
 
     expired_snapshot_ids: tuple[int, ...]
@@ -63,6 +72,7 @@ class ExpireResult:
     bytes_freed: int
     dry_run: bool
     failed_deletes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     @property
     def files_deleted(self) -> int:
@@ -74,18 +84,15 @@ def cutoff_ms(metadata: TableMetadata, older_than: timedelta | datetime | None, 
     """Snapshots with ``timestamp-ms`` below this are old enough to expire (MAINT-3)."""
     if older_than is None:
         return now_ms - int_property(metadata.properties, EXPIRE_MAX_SNAPSHOT_AGE_MS)
+    older_than = check_age("older_than", older_than, allow_datetime=True)
     if isinstance(older_than, timedelta):
-        if older_than < timedelta(0):
-            raise ValidationError(f"older_than must not be negative, got {older_than}")
         return now_ms - int(older_than.total_seconds() * 1000)
-    if isinstance(older_than, datetime):
-        when = older_than if older_than.tzinfo is not None else older_than.replace(tzinfo=timezone.utc)
-        return int(when.timestamp() * 1000)
-    raise ValidationError(f"older_than must be a timedelta or a datetime, got {type(older_than).__name__}")
+    when = older_than if older_than.tzinfo is not None else older_than.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1000)
 
 
 def select_expired(metadata: TableMetadata, *, cutoff: int, retain_last: int,
-                   snapshot_ids: Iterable[int] | None = None) -> frozenset[int]:
+                   snapshot_ids: Iterable[int] | None = None, table: str | None = None) -> frozenset[int]:
     """The snapshots to remove (MAINT-3): pure, so it can be tested without I/O.
 
     With ``snapshot_ids``, exactly those (they must exist and not be current); otherwise
@@ -98,7 +105,7 @@ def select_expired(metadata: TableMetadata, *, cutoff: int, retain_last: int,
         known = {s.snapshot_id for s in metadata.snapshots}
         unknown = sorted(chosen - known)
         if unknown:
-            raise NoSuchSnapshotError(f"no snapshot {unknown[0]} in table {metadata.location}")
+            metadata.snapshot_by_id(unknown[0], table=table)  # raises NoSuchSnapshotError naming the table
         if current in chosen:
             raise ValidationError(f"snapshot {current} is current and cannot be expired (MAINT-3)")
         return chosen
@@ -123,28 +130,57 @@ def expire_snapshots(table: Table, *, older_than: timedelta | datetime | None = 
             snapshot's ancestry, however old; default ``history.expire.min-snapshots-to-keep`` (1).
         snapshot_ids: expire exactly these snapshots instead (age and ``retain_last`` ignored).
         dry_run: report what would be removed; commit and delete nothing.
+
+    Raises:
+        ValidationError: an option of the wrong type or out of range (nothing is done).
     """
+    if older_than is not None:
+        check_age("older_than", older_than, allow_datetime=True)
+    if retain_last is not None:
+        check_count("retain_last", retain_last, minimum=1)
+    ids = None if snapshot_ids is None else check_snapshot_ids("snapshot_ids", snapshot_ids)
+    check_bool("dry_run", dry_run)
     table.refresh()
     base, base_location = table.metadata, table.metadata_location
     keep = int_property(base.properties, EXPIRE_MIN_SNAPSHOTS_TO_KEEP) if retain_last is None else retain_last
     now_ms = int(time.time() * 1000)
     chosen = select_expired(base, cutoff=cutoff_ms(base, older_than, now_ms), retain_last=keep,
-                            snapshot_ids=snapshot_ids)
+                            snapshot_ids=ids, table=table.name)
     removed = [s for s in base.snapshots if s.snapshot_id in chosen]
     if dry_run:
-        committed, committed_location = replace(
-            base, snapshots=tuple(s for s in base.snapshots if s.snapshot_id not in chosen)), base_location
-    elif chosen:
+        planned = replace(base, snapshots=tuple(s for s in base.snapshots if s.snapshot_id not in chosen))
+        retained = table_reachability(table.io, planned, base_location)
+        return _clean_up(table, removed, retained, dry_run=True)
+    if chosen:
+        checkpoint("expire-before-commit")
         table.commit_updates([RemoveSnapshots(chosen)], requirements=[AssertNotCurrent(chosen)],
                              operation="expire-snapshots")
-        committed, committed_location = table.metadata, table.metadata_location
-    else:
-        committed, committed_location = base, base_location
-    # Deletion is decided against the committed metadata, never against the plan (MAINT-5).
-    retained = table_reachability(table.io, committed, committed_location)
+        checkpoint("expire-after-swap")
+    # The swap succeeded (or there was nothing to remove): from here on nothing may raise (COMMIT-15).
+    # Deletion is decided against the metadata as committed or later, never against the plan (MAINT-5).
+    try:
+        retained = current_reachability(table)
+        return _clean_up(table, removed, retained, dry_run=False)
+    except (LakefmtError, OSError) as exc:
+        if not chosen:
+            raise  # nothing was committed: no success to report
+        warning = (f"snapshots expired, but their files were not deleted ({type(exc).__name__}: {exc}); "
+                   "run `lakefmt check`, then orphan removal reclaims them (MAINT-7)")
+        _log.warning("%s: %s", table.name, warning)
+        return ExpireResult(expired_snapshot_ids=tuple(s.snapshot_id for s in removed), data_files=(),
+                            manifests=(), manifest_lists=(), metadata_files=(), bytes_freed=0, dry_run=False,
+                            warnings=(warning,))
+
+
+def _clean_up(table: Table, removed: list[Snapshot], retained: Reachability, *, dry_run: bool) -> ExpireResult:
+    """Delete (or only count) what ``removed`` reaches and ``retained`` does not, and superseded metadata.
+
+    Manifest lists and manifests a concurrent expiry already deleted are skipped; what
+    they named and is still in storage is left to orphan removal (MAINT-7).
+    """
     only_removed = reachable_only_from(table.io, removed, retained)
     listing = _metadata_folder(table, retained.location)
-    stale_metadata = _stale_metadata_files(committed_location, retained, listing)
+    stale_metadata = sorted(f.path for f in listing if retained.is_superseded_metadata(f.path))
     sizes = {f.path: f.size for f in listing}
 
     def size(path: str, recorded: int | None = None) -> int:
@@ -157,7 +193,7 @@ def expire_snapshots(table: Table, *, older_than: timedelta | datetime | None = 
              + sum(size(m, only_removed.manifests[m]) for m in manifests)
              + sum(size(p) for p in lists) + sum(size(p) for p in stale_metadata))
     failed: tuple[str, ...] = ()
-    if not dry_run:
+    if not dry_run:  # data files first, manifest lists last: a crash leaves a readable remainder
         failed = tuple(f for group in (data_files, manifests, lists, stale_metadata)
                        for f in delete_files(table.io, retained.location, group))
     return ExpireResult(
@@ -167,30 +203,16 @@ def expire_snapshots(table: Table, *, older_than: timedelta | datetime | None = 
 
 
 def _metadata_folder(table: Table, location: str) -> list[ListedFile]:
-    """The files of ``<location>/metadata`` with their sizes (a missing folder lists as empty)."""
-    out = []
-    for info in table.io.list_files(f"{location}/metadata"):
-        rel = relativize(location, info.path)
-        if rel is not None:
-            out.append(ListedFile(rel, info.size, info.mtime))
-    return out
+    """The files of ``<location>/metadata`` with their sizes (a missing folder lists as empty).
 
-
-def _stale_metadata_files(current_location: str, retained: Reachability, listing: list[ListedFile]
-                          ) -> list[str]:
-    """Metadata files up to the current version that neither the current metadata nor its log names (MAINT-6).
-
-    Such a file can never become current: every swap expects the pointer it was built on
-    (CAT-4), and the pointer has moved past that version. So unlike other unreferenced
-    files, these need no lease check and no grace period.
+    A file deleted while the folder is listed (by a concurrent expiry) is skipped.
     """
-    match = _METADATA_FILE.match(relativize(retained.location, current_location) or "")
-    if match is None:
+    out = []
+    try:
+        for info in table.io.list_files(f"{location}/metadata", strict=True):
+            rel = relativize(location, info.path)
+            if rel is not None:
+                out.append(ListedFile(rel, info.size, info.mtime))
+    except FileNotFoundError:
         return []
-    current_version = int(match.group(1))
-    stale = []
-    for f in listing:
-        m = _METADATA_FILE.match(f.path)
-        if m is not None and int(m.group(1)) <= current_version and f.path not in retained.metadata_files:
-            stale.append(f.path)
-    return sorted(stale)
+    return out

@@ -16,6 +16,17 @@ The order of the steps is what makes this safe next to running writers (MAINT-10
 Every file reachable from both M0 and M1 must appear in the listing; otherwise the
 listing is incomplete (or spelled differently) and nothing is deleted (MAINT-11).
 
+Beside a concurrent snapshot expiry, files vanish: a file deleted while the location
+is listed is skipped (it is gone, not unlisted), and a manifest list or manifest that
+M1 names but an expiry committed after M1 has deleted makes the walk start over from
+the newer metadata (:func:`~lakefmt.maintenance.reachability.current_reachability`).
+
+Old metadata files that fell out of the metadata-log (``write.metadata.previous-versions-max``,
+META-7) are unreferenced and can never become current again: they are orphans once
+older than the grace period, whatever lease their writer holds (MAINT-6, MAINT-8), and
+are reported as ``superseded_metadata_files`` so that finding a table's first
+``metadata.json`` among the orphans of a table with a long history is explained.
+
 Example:
     >>> result = t.maintenance.remove_orphan_files(older_than=timedelta(days=3))   # dry run
     >>> result.orphan_files, result.orphan_bytes
@@ -31,9 +42,17 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from lakefmt.errors import IncompleteListingError, MaintenanceError
+from lakefmt.hooks import checkpoint
 from lakefmt.io import FileIO, normalize_location
 from lakefmt.leases import Leases
-from lakefmt.maintenance.reachability import Reachability, relativize, table_location, table_reachability
+from lakefmt.maintenance.options import check_age, check_bool
+from lakefmt.maintenance.reachability import (
+    Reachability,
+    current_reachability,
+    relativize,
+    table_location,
+    table_reachability,
+)
 
 if TYPE_CHECKING:
     from lakefmt.table import Table
@@ -67,6 +86,18 @@ class StorageScan:
         """Whether the file's name carries the token of a live write lease (CAT-10)."""
         return carries_token(path, self.live_tokens)
 
+    def is_superseded_metadata(self, path: str) -> bool:
+        """An unreferenced metadata file no swap can make current again (MAINT-6)."""
+        return self.reachability.is_superseded_metadata(path)
+
+    def is_in_flight(self, path: str) -> bool:
+        """An unreferenced file a live write lease protects: part of a write not committed yet.
+
+        A superseded metadata file is never in flight, even when its writer's token is
+        still leased (a long-lived writer keeps one token across many commits).
+        """
+        return self.is_leased(path) and not self.is_superseded_metadata(path)
+
     @property
     def listed_bytes(self) -> int:
         return sum(f.size for f in self.listed)
@@ -78,8 +109,11 @@ class OrphanResult:
 
     ``orphan_files`` are paths relative to the table location. ``in_flight_files``
     counts unreferenced files protected by a live write lease, ``too_young_files``
-    unreferenced files inside the grace period. ``failed_deletes`` lists orphans whose
-    deletion failed (they stay orphans for the next run).
+    unreferenced files inside the grace period. ``superseded_metadata_files`` are the
+    orphans that are old metadata files dropped from the metadata-log after
+    ``write.metadata.previous-versions-max`` commits (MAINT-6): a table's first
+    ``metadata.json`` becomes one after about 100 commits. ``failed_deletes`` lists
+    orphans whose deletion failed (they stay orphans for the next run).
     """
 
     location: str
@@ -91,6 +125,7 @@ class OrphanResult:
     in_flight_files: int
     too_young_files: int
     failed_deletes: tuple[str, ...] = ()
+    superseded_metadata_files: tuple[str, ...] = ()
 
 
 def carries_token(path: str, tokens: Iterable[str]) -> bool:
@@ -106,13 +141,15 @@ def scan_storage(table: Table) -> StorageScan:
     listed = list_location(table.io, location)                                       # step 1
     tokens = frozenset(lease.key for lease in Leases(table.catalog).live(table.metadata.table_uuid, "write"))
     table.refresh()                                                                  # step 3
+    checkpoint("orphans-before-reachability")
+    reach = current_reachability(table)  # may re-read the pointer: later than step 2 is as safe
     if table_location(table.metadata_location) != location:
         raise MaintenanceError(f"table {table.name} moved from {location} while orphans were being listed")
-    reach = table_reachability(table.io, table.metadata, table.metadata_location)
     listed_paths = {f.path for f in listed}
     missing = [p for p in _required(reach, table.metadata_location) if p not in listed_paths]
     if missing and table.metadata_location != before_location:  # a commit raced the listing:
-        before = table_reachability(table.io, before_metadata, before_location)  # check files both reach
+        # check only files both reach; what an expiry deleted since M0 is not required
+        before = table_reachability(table.io, before_metadata, before_location, skip_missing=True)
         missing = [p for p in missing if p in before]
     missing.sort()
     if missing or reach.outside:
@@ -139,6 +176,8 @@ def list_location(io: FileIO, location: str) -> list[ListedFile]:
                 rel = relativize(location, path)
             if rel is not None:  # None: the store returned something outside the location (MAINT-12)
                 out.append(ListedFile(rel, info.size, info.mtime))
+                if len(out) == 1:
+                    checkpoint("orphans-listing")
     except (OSError, ValueError) as exc:
         raise IncompleteListingError(f"cannot list {location} completely: {type(exc).__name__}: "
                                      f"{exc}") from exc
@@ -147,16 +186,22 @@ def list_location(io: FileIO, location: str) -> list[ListedFile]:
 
 def remove_orphan_files(table: Table, *, older_than: timedelta = timedelta(days=3),
                         dry_run: bool = True) -> OrphanResult:
-    """Delete (or, with ``dry_run``, only report) the orphans of ``table`` (MAINT-9)."""
-    if older_than < timedelta(0):
-        raise MaintenanceError(f"older_than must not be negative, got {older_than}")
+    """Delete (or, with ``dry_run``, only report) the orphans of ``table`` (MAINT-8, MAINT-9).
+
+    Raises:
+        ValidationError: ``older_than`` is not a non-negative ``timedelta`` or ``dry_run``
+            not a bool (nothing is listed or deleted).
+        IncompleteListingError: the listing cannot be trusted (MAINT-11); nothing is deleted.
+    """
+    check_age("older_than", older_than, allow_datetime=False)
+    check_bool("dry_run", dry_run)
     cutoff = time.time() - older_than.total_seconds()
     scan = scan_storage(table)
     unreferenced = scan.unreferenced
     orphans: list[ListedFile] = []
     in_flight = too_young = 0
     for f in unreferenced:
-        if scan.is_leased(f.path):
+        if scan.is_in_flight(f.path):
             in_flight += 1
         elif f.mtime is None or f.mtime > cutoff:
             too_young += 1
@@ -169,7 +214,8 @@ def remove_orphan_files(table: Table, *, older_than: timedelta = timedelta(days=
         location=scan.location, orphan_files=tuple(sorted(f.path for f in orphans)),
         orphan_bytes=sum(f.size for f in orphans), dry_run=dry_run, listed_files=len(scan.listed),
         referenced_files=len(scan.listed) - len(unreferenced), in_flight_files=in_flight,
-        too_young_files=too_young, failed_deletes=failed)
+        too_young_files=too_young, failed_deletes=failed,
+        superseded_metadata_files=tuple(sorted(f.path for f in orphans if scan.is_superseded_metadata(f.path))))
 
 
 def delete_files(io: FileIO, location: str, paths: list[str]) -> tuple[str, ...]:

@@ -10,6 +10,11 @@ Memory grows with the number of distinct files, not with snapshots x files: a
 manifest kept by a thousand snapshots is read, and its files counted, once. Only
 the columns needed are read (paths, statuses and sizes).
 
+A concurrent snapshot expiry may delete manifest lists and manifests that metadata
+read a moment ago still names (MAINT-5). :func:`current_reachability` then starts
+over from the newer metadata, and :func:`reachable_only_from` (what expiry may
+delete) skips what is already gone and records it in ``Reachability.missing``.
+
 Example:
     >>> r = table_reachability(t.io, t.metadata, t.metadata_location)
     >>> "data/ts_day=2026-01-01/part-3f9c0a1b2c3d4e5f-9a8b7c6d5e4f3a2b-00000-00000.parquet" in r
@@ -19,17 +24,23 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.errors import MissingFileError
 from lakefmt.io import FileIO, normalize_location
 from lakefmt.manifest import EntryStatus
 from lakefmt.manifest_io import read_columns
 from lakefmt.metadata import Snapshot, TableMetadata
+
+if TYPE_CHECKING:
+    from lakefmt.table import Table
 
 READ_THREADS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 _CHUNK = 256  # manifests read per batch: bounds the Arrow tables alive at once
@@ -37,6 +48,14 @@ _CHUNK = 256  # manifests read per batch: bounds the Arrow tables alive at once
 # ":", an empty segment, a segment starting with "." ("." and ".." among them), a trailing "/", an
 # empty path. A false alarm (".hidden", a ":" in a name) only costs the exact, slower path.
 _UNUSUAL = ("\n/", ":", "//", "/.", "\n.", "/\n", "\n\n")
+_METADATA_FILE = re.compile(r"^metadata/v(\d+)-[^/]*\.metadata\.json$")  # LAYOUT-9, relative
+MAX_RESTARTS = 100  # re-reads of the pointer while concurrent expiries keep deleting under it
+
+
+def metadata_version(path: str) -> int | None:
+    """The version of a metadata file named ``metadata/v{version}-….metadata.json`` (LAYOUT-9), else None."""
+    match = _METADATA_FILE.match(path)
+    return int(match.group(1)) if match else None
 
 
 def table_location(metadata_location: str) -> str:
@@ -81,7 +100,10 @@ class Reachability:
 
     ``manifests`` maps each manifest to its length (ML-2), ``data_files`` each live data
     file to its size (MAN-2); ``outside`` holds referenced paths that do not lie under
-    the table location (a LAYOUT-2 violation that maintenance never deletes).
+    the table location (a LAYOUT-2 violation that maintenance never deletes); ``missing``
+    manifest lists and manifests that were already gone from storage when read (only a
+    walk that tolerates them, :func:`reachable_only_from`, records any); and
+    ``current_version`` the version (LAYOUT-9) of the metadata file it was computed from.
     """
 
     location: str
@@ -90,6 +112,8 @@ class Reachability:
     manifests: Mapping[str, int]
     data_files: Mapping[str, int]
     outside: frozenset[str] = frozenset()
+    missing: frozenset[str] = frozenset()
+    current_version: int | None = None
 
     def __contains__(self, path: object) -> bool:
         return isinstance(path, str) and (
@@ -105,23 +129,62 @@ class Reachability:
     def data_bytes(self) -> int:
         return sum(self.data_files.values())
 
+    def is_superseded_metadata(self, path: str) -> bool:
+        """Whether ``path`` is a metadata file no swap can make current again (MAINT-6).
+
+        That is one whose version is at most the current version and which is neither the
+        current metadata file nor named in its metadata-log: every swap expects the pointer
+        it was built on (CAT-4), and the pointer has moved past that version.
+        """
+        version = metadata_version(path)
+        return (version is not None and self.current_version is not None
+                and version <= self.current_version and path not in self.metadata_files)
+
 
 def table_reachability(io: FileIO, metadata: TableMetadata, metadata_location: str, *,
-                       snapshots: Iterable[Snapshot] | None = None) -> Reachability:
+                       snapshots: Iterable[Snapshot] | None = None, skip_missing: bool = False
+                       ) -> Reachability:
     """Files reachable from a table's retained snapshots (or ``snapshots``) and retained metadata files.
 
     The retained metadata files are the current one and those of its metadata-log (META-7).
+    With ``skip_missing``, a manifest list or manifest not in storage is recorded in
+    ``missing`` instead of raising :class:`MissingFileError`.
     """
     location = table_location(metadata_location)
     metadata_files = [metadata_location] + [str(e.value) for e in metadata.metadata_log]
     chosen = metadata.snapshots if snapshots is None else tuple(snapshots)
-    return reachable_files(io, location, chosen, metadata_files=metadata_files)
+    reach = reachable_files(io, location, chosen, metadata_files=metadata_files, skip_missing=skip_missing)
+    current = relativize(reach.location, metadata_location)
+    return replace(reach, current_version=None if current is None else metadata_version(current))
+
+
+def current_reachability(table: Table) -> Reachability:
+    """Reachability from ``table``'s current metadata, starting over while concurrent expiries move it.
+
+    A manifest list or manifest missing from storage is re-read as a question: if the
+    pointer moved since the metadata was read, a concurrent expiry (MAINT-5) removed it
+    and the walk starts over from the newer metadata, which no longer names it. If the
+    pointer has not moved, the table is damaged and :class:`MissingFileError` is raised.
+    ``table`` is left at the metadata the result was computed from.
+    """
+    restarts = 0
+    while True:
+        location = table.metadata_location
+        try:
+            return table_reachability(table.io, table.metadata, location)
+        except MissingFileError:
+            table.refresh()
+            restarts += 1
+            if table.metadata_location == location or restarts > MAX_RESTARTS:
+                raise
 
 
 def reachable_files(io: FileIO, location: str, snapshots: Sequence[Snapshot], *,
-                    metadata_files: Iterable[str] = (), threads: int = READ_THREADS) -> Reachability:
+                    metadata_files: Iterable[str] = (), threads: int = READ_THREADS,
+                    skip_missing: bool = False) -> Reachability:
     """Files reachable from ``snapshots``: manifest lists, their manifests and live data files (MAINT-1)."""
-    walker = _Walker(io, normalize_location(location), threads)
+    missing: set[str] | None = set() if skip_missing else None
+    walker = _Walker(io, normalize_location(location), threads, missing=missing)
     outside: set[str] = set()
     metas = set()
     for path in metadata_files:
@@ -134,7 +197,7 @@ def reachable_files(io: FileIO, location: str, snapshots: Sequence[Snapshot], *,
     manifests = walker.manifests_of(lists, outside)
     data_files = walker.data_files_of(manifests, outside)
     return Reachability(walker.location, frozenset(metas), frozenset(lists), manifests, data_files,
-                        frozenset(outside))
+                        frozenset(outside), frozenset(missing or ()))
 
 
 def reachable_only_from(io: FileIO, removed: Sequence[Snapshot], retained: Reachability, *,
@@ -144,22 +207,33 @@ def reachable_only_from(io: FileIO, removed: Sequence[Snapshot], retained: Reach
     Manifests that ``retained`` holds are not read again: their live files are in
     ``retained`` already, so they cannot add anything here. This is what snapshot expiry
     may delete. ``metadata_files`` of the result is empty.
+
+    A manifest list or manifest already gone from storage (a concurrent expiry deleted
+    it, after the files it names) is skipped and recorded in ``missing``: what it named
+    and is still there is left to orphan removal. Everything still readable counts.
     """
-    walker = _Walker(io, retained.location, threads)
+    missing: set[str] = set()
+    walker = _Walker(io, retained.location, threads, missing=missing)
     outside: set[str] = set()
     lists = walker.manifest_lists(removed, outside) - retained.manifest_lists
     manifests = {p: n for p, n in walker.manifests_of(lists, outside).items() if p not in retained.manifests}
     data_files = {p: n for p, n in walker.data_files_of(manifests, outside).items()
                   if p not in retained.data_files}
-    return Reachability(retained.location, frozenset(), frozenset(lists), manifests, data_files,
-                        frozenset(outside))
+    return Reachability(retained.location, frozenset(), frozenset(lists - missing),
+                        {p: n for p, n in manifests.items() if p not in missing}, data_files,
+                        frozenset(outside), frozenset(missing))
 
 
 class _Walker:
-    """Reads the tree below a set of snapshots, each file once, with a few threads."""
+    """Reads the tree below a set of snapshots, each file once, with a few threads.
 
-    def __init__(self, io: FileIO, location: str, threads: int) -> None:
+    With a ``missing`` set, a file not found in storage is recorded there and skipped;
+    without one, it raises :class:`MissingFileError`.
+    """
+
+    def __init__(self, io: FileIO, location: str, threads: int, *, missing: set[str] | None = None) -> None:
         self.io, self.location, self.threads = io, location, max(1, threads)
+        self.missing = missing
 
     def _abs(self, rel: str) -> str:
         return f"{self.location}/{rel}"
@@ -211,12 +285,18 @@ class _Walker:
                 into[rel] = size
 
     def _read_all(self, paths: list[str], columns: Sequence[str], what: str) -> Iterator[pa.Table]:
-        def read(rel: str) -> pa.Table:
-            return read_columns(self.io, self._abs(rel), columns, what=what)
+        def read(rel: str) -> pa.Table | None:
+            try:
+                return read_columns(self.io, self._abs(rel), columns, what=what)
+            except MissingFileError:
+                if self.missing is None:
+                    raise
+                self.missing.add(rel)
+                return None
 
         if len(paths) <= 1 or self.threads == 1:
-            yield from (read(p) for p in paths)
+            yield from (t for p in paths if (t := read(p)) is not None)
             return
         with ThreadPoolExecutor(max_workers=min(self.threads, len(paths))) as pool:
             for start in range(0, len(paths), _CHUNK):
-                yield from pool.map(read, paths[start:start + _CHUNK])
+                yield from (t for t in pool.map(read, paths[start:start + _CHUNK]) if t is not None)

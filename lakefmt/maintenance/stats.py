@@ -5,7 +5,11 @@
   would free once those snapshots are expired (compaction leaves its sources here);
 * **metadata**: referenced metadata files, manifest lists and manifests;
 * **orphan**: files under the table location that nothing references, split into
-  those a live write lease protects (**in flight**) and the rest.
+  those a live write lease protects (**in flight**: written by a write that has not
+  committed yet) and the rest. Among the rest, **superseded metadata** files are old
+  metadata files that fell out of the metadata-log after
+  ``write.metadata.previous-versions-max`` commits (META-7): no swap can make them current
+  again (MAINT-6), so they are never in flight, even while their writer's token is leased.
 
 Per partition of the current snapshot: file count, bytes, records, average file
 size, a histogram of file sizes relative to ``write.target-file-size-bytes``, and the
@@ -72,6 +76,8 @@ class TableStats:
     in_flight_files: int
     in_flight_bytes: int
     partitions: tuple[PartitionStats, ...]
+    superseded_metadata_files: int = 0  # of the orphans: old metadata files out of the metadata-log
+    superseded_metadata_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items() if k != "partitions"}
@@ -114,8 +120,9 @@ def table_stats(table: Table) -> TableStats:
     reach = scan.reachability
     metadata_paths = [*reach.metadata_files, *reach.manifest_lists, *reach.manifests]
     unreferenced = scan.unreferenced
-    in_flight = [f for f in unreferenced if scan.is_leased(f.path)]
-    orphans = [f for f in unreferenced if not scan.is_leased(f.path)]
+    in_flight = [f for f in unreferenced if scan.is_in_flight(f.path)]
+    orphans = [f for f in unreferenced if not scan.is_in_flight(f.path)]
+    superseded = [f for f in orphans if scan.is_superseded_metadata(f.path)]
     partitions = []
     for (spec_id, values), p in sorted(parts.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))):
         spec = meta.spec_by_id(spec_id)
@@ -128,4 +135,5 @@ def table_stats(table: Table) -> TableStats:
         historical_files=len(historical), historical_bytes=sum(historical.values()),
         metadata_files=len(metadata_paths), metadata_bytes=sum(sizes.get(p, 0) for p in metadata_paths),
         orphan_files=len(orphans), orphan_bytes=sum(f.size for f in orphans), in_flight_files=len(in_flight),
-        in_flight_bytes=sum(f.size for f in in_flight), partitions=tuple(partitions))
+        in_flight_bytes=sum(f.size for f in in_flight), partitions=tuple(partitions),
+        superseded_metadata_files=len(superseded), superseded_metadata_bytes=sum(f.size for f in superseded))

@@ -9,8 +9,9 @@ Modules, bottom to top: :mod:`.cron` (cron expressions), :mod:`.config` (TOML + 
 :mod:`.jobs` (persistence in the catalog), :mod:`.tasks` (what a job does to one table),
 :mod:`.metrics`, :mod:`.logs`, :mod:`.scheduler`, :mod:`.daemon` (the service: workers,
 schedules, clean stop), :mod:`.models` and :mod:`.api` (HTTP, FastAPI), :mod:`.server`
-(uvicorn, signals) and :mod:`.cli` (``lakefmt serve``). Only ``models``, ``api`` and
-``server`` need the ``service`` extra (FastAPI, uvicorn).
+(uvicorn, signals) and :mod:`.cli` (``lakefmt serve``). The package needs the ``service``
+extra: croniter (schedules), prometheus_client (metrics), and for HTTP FastAPI, uvicorn and
+swagger-ui-bundle (``/docs`` without a CDN); :mod:`.cli` imports them only when ``serve`` runs.
 
 Example:
     $ lakefmt serve --warehouse warehouse --config lakefmt.toml

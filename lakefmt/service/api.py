@@ -3,7 +3,9 @@
 :func:`create_app` builds a FastAPI application over a running
 :class:`~lakefmt.service.daemon.CompactionService`. Routes under ``/api/v1`` and
 ``/metrics`` need ``Authorization: Bearer <token>`` when a token is configured
-(SERVICE-10); ``/``, ``/healthz``, ``/openapi.json`` and ``/docs`` never do. The response
+(SERVICE-10); ``/``, ``/healthz``, ``/openapi.json`` and ``/docs`` never do. ``/docs`` is
+Swagger UI served from the installed ``swagger-ui-bundle`` package under ``/docs/assets``,
+so it works without internet access (SERVICE-19). The response
 bodies are the pydantic models of :mod:`lakefmt.service.models`, so the OpenAPI
 document served at ``/openapi.json`` describes every answer, errors included.
 
@@ -20,8 +22,11 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 
 from lakefmt import __version__
 from lakefmt.catalog import parse_identifier
@@ -30,7 +35,7 @@ from lakefmt.service import models as m
 from lakefmt.service.config import JOB_KINDS
 from lakefmt.service.daemon import CompactionService, ServiceStoppingError
 from lakefmt.service.jobs import iso
-from lakefmt.service.metrics import CONTENT_TYPE
+from lakefmt.service.metrics import CONTENT_TYPE, counter_total
 from lakefmt.service.tasks import candidates, health
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -39,6 +44,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 TABLE_ERRORS: dict[int | str, dict[str, Any]] = {
     **ERRORS, 404: {"model": m.ErrorBody, "description": "No such table"}}
+DOCS_ASSETS = "/docs/assets"  # Swagger UI's JavaScript and CSS, from the swagger-ui-bundle package
 TableQuery = Annotated[str | None, Query(pattern=m.TABLE_PATTERN, description="namespace.table (default: all)")]
 
 
@@ -63,13 +69,14 @@ def create_app(service: CompactionService) -> FastAPI:
     """The FastAPI application serving ``service``."""
     app = FastAPI(title="lakefmt compaction service", version=__version__,
                   description="Scheduled compaction and maintenance of a lakefmt warehouse (spec/service.md).",
-                  dependencies=[Depends(reject_unknown_query)])
+                  dependencies=[Depends(reject_unknown_query)], docs_url=None, redoc_url=None)
+    app.mount(DOCS_ASSETS, StaticFiles(directory=swagger_ui_path), name="docs-assets")
     bearer = HTTPBearer(auto_error=False, description="The token of [service] token / LAKEFMT_SERVICE_TOKEN")
     metrics = service.metrics
 
     def authorize(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
         token = service.config.token
-        if not token:
+        if token is None:  # no token configured (SERVICE-10); an empty one is refused at start (SERVICE-29)
             return
         given = credentials.credentials if credentials is not None else ""
         if not hmac.compare_digest(given.encode(), token.encode()):  # SERVICE-10: constant time
@@ -81,8 +88,8 @@ def create_app(service: CompactionService) -> FastAPI:
     async def count_requests(request: Request, call_next: Any) -> Response:
         response = await call_next(request)
         route = request.scope.get("route")
-        metrics.http_requests.inc(method=request.method, route=getattr(route, "path", "unmatched"),
-                                  status=str(response.status_code))
+        metrics.http_requests.labels(method=request.method, route=getattr(route, "path", "unmatched"),
+                                     status=str(response.status_code)).inc()
         return response
 
     @app.exception_handler(RequestValidationError)
@@ -124,6 +131,14 @@ def create_app(service: CompactionService) -> FastAPI:
     def root() -> m.Root:
         return m.Root(service="lakefmt", version=__version__, docs="/docs", openapi="/openapi.json",
                       api="/api/v1", metrics="/metrics")
+
+    @app.get("/docs", include_in_schema=False, response_class=HTMLResponse)
+    def docs() -> HTMLResponse:
+        """Swagger UI with local assets: no CDN, so the page works offline (SERVICE-19)."""
+        return get_swagger_ui_html(openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - API",
+                                   swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+                                   swagger_favicon_url=f"{DOCS_ASSETS}/favicon-32x32.png")
 
     @app.get("/healthz", response_model=m.Liveness, tags=["service"],
              responses={503: {"model": m.Liveness, "description": "Shutting down"}, 422: ERRORS[422]})
@@ -169,7 +184,7 @@ def create_app(service: CompactionService) -> FastAPI:
     def stats() -> m.Stats:
         return m.Stats(all=m.Totals(**service.store.totals()),
                        by_kind={k: m.Totals(**service.store.totals(k)) for k in JOB_KINDS},
-                       since_start={name: int(getattr(metrics, name).total()) for name in (
+                       since_start={name: int(counter_total(getattr(metrics, name))) for name in (
                            "files_rewritten", "files_written", "bytes_rewritten", "bytes_written",
                            "groups_committed", "conflicts")})
 

@@ -1,13 +1,16 @@
 """``lakefmt serve``: run the compaction service (spec/service.md).
 
-Wired into :mod:`lakefmt.cli` through :func:`add_serve_parser` and :func:`run_serve`.
-The web dependencies (FastAPI, uvicorn: ``pip install 'lakefmt[service]'``) are imported
-only when the command runs, so ``lakefmt --help`` works without them.
+Wired into :mod:`lakefmt.cli` (loaded only for ``lakefmt serve``) through :func:`add_serve_parser` and
+:func:`run_serve`.
+The service's dependencies (FastAPI, uvicorn, croniter, prometheus_client, swagger-ui-bundle:
+``pip install 'lakefmt[service]'``) are imported only when the command runs, so
+``lakefmt --help`` works without them.
 
 Example:
     $ lakefmt serve --warehouse warehouse                       # hourly at :05, API on 127.0.0.1:8765
     $ LAKEFMT_SERVICE_TOKEN=s3cret lakefmt serve --config lakefmt.toml --port 9000
     $ lakefmt serve --demo                                      # + a streaming writer, compaction every 20 s
+    $ LAKEFMT_SERVICE_TOKEN=s3cret lakefmt serve --host 0.0.0.0 # another address needs a token (or --insecure)
 """
 
 from __future__ import annotations
@@ -16,18 +19,15 @@ import argparse
 import os
 from typing import Any
 
-from lakefmt.cli import CliError, _global_options, open_catalog
-from lakefmt.service.config import load_config
+from lakefmt.cli.options import CliError, common_parser, open_catalog
 
 DEFAULT_CONFIG = "lakefmt.toml"
 
 
 def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``serve`` sub-command to an ``argparse`` sub-parsers object."""
-    common = argparse.ArgumentParser(add_help=False)
-    _global_options(common, suppress=True)
     p = subparsers.add_parser(
-        "serve", parents=[common], help="run the compaction service: schedules, HTTP API, metrics",
+        "serve", parents=[common_parser()], help="run the compaction service: schedules, HTTP API, metrics",
         description="Compact every table of the warehouse on a cron schedule (default hourly at :05 UTC), "
                     "optionally compact manifests, expire snapshots and remove orphans, and serve an HTTP API "
                     "(/docs), Prometheus metrics (/metrics) and JSON logs (stderr). Settings: --config TOML "
@@ -38,8 +38,12 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="TCP port (default 8765; 0 picks a free one)")
     p.add_argument("--log-level", choices=("debug", "info", "warning", "error"))
     p.add_argument("--no-schedule", action="store_true", help="run jobs only when triggered over HTTP")
+    p.add_argument("--insecure", action="store_true", default=None,
+                   help="allow serving without a token on a non-loopback --host (anyone who can reach it can "
+                        "trigger jobs, expire snapshots and remove orphans)")
     p.add_argument("--demo", action="store_true",
-                   help="create demo.events, append small files to it every second, compact every 20 s")
+                   help="create demo.events, append small files to it every second, compact every 20 s; "
+                        "snapshot expiry and orphan removal keep its history bounded")
     return p
 
 
@@ -57,6 +61,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CliError(f"lakefmt serve needs the service extra ({exc.name} is missing): "
                        "pip install 'lakefmt[service]'") from None
+    from lakefmt.service.config import check_exposure, load_config  # croniter: also the service extra
     path = config_path(args)
     file_config = load_config(path, environ={}) if path else None
     warehouse = args.warehouse
@@ -64,7 +69,7 @@ def run_serve(args: argparse.Namespace) -> int:
         warehouse = file_config.warehouse  # the config file names the warehouse unless the command line does
     catalog_path = args.catalog_path or (file_config.catalog_path if file_config else None)
     overrides: dict[str, Any] = {"warehouse": warehouse, "catalog_path": catalog_path, "host": args.host,
-                                 "port": args.port, "log_level": args.log_level}
+                                 "port": args.port, "log_level": args.log_level, "insecure": args.insecure}
     if args.storage_options:
         overrides["storage_options"] = args.storage_options
     environ = dict(os.environ)
@@ -73,6 +78,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
         environ = {**DEMO_ENVIRON, **environ}
     config = load_config(path, environ=environ, **overrides)
+    check_exposure(config)  # before the catalog is opened: a refused start changes nothing
     args.warehouse, args.catalog_path, args.storage_options = config.warehouse, config.catalog_path, dict(
         config.storage_options)
     catalog = open_catalog(args, create=args.demo)  # refuses a warehouse without a catalog, unless --demo

@@ -26,7 +26,10 @@ sections ``[table."namespace.name"]``::
 Every key can be overridden by an environment variable ``LAKEFMT_<SECTION>_<KEY>``
 (upper case): ``LAKEFMT_SERVICE_PORT=9000``, ``LAKEFMT_COMPACTION_SCHEDULE="*/10 * * * *"``,
 ``LAKEFMT_EXPIRE_ENABLED=false``. The bearer token comes from ``LAKEFMT_SERVICE_TOKEN``,
-``token`` or ``token_file``; it is kept out of ``repr`` so it cannot reach a log.
+``token`` or ``token_file``; it is kept out of ``repr`` so it cannot reach a log. An empty
+token is a configuration error, never "no authentication"; without a token,
+:func:`check_exposure` allows only a loopback address unless ``insecure = true``
+(``lakefmt serve --insecure``) (SERVICE-29).
 
 Example:
     >>> config = load_config("lakefmt.toml", environ=os.environ)
@@ -37,8 +40,10 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -130,6 +135,7 @@ class ServiceConfig:
     port: int = 8765
     token: str | None = field(default=None, repr=False)
     token_file: str | None = None
+    insecure: bool = False  # serve without a token on a non-loopback address (SERVICE-29)
     max_concurrent_jobs: int = 2
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
@@ -153,7 +159,7 @@ class ServiceConfig:
 
     @property
     def auth_enabled(self) -> bool:
-        return bool(self.token)
+        return self.token is not None
 
 
 _SERVICE_KEYS = {f.name for f in fields(ServiceConfig)} - {"compaction", "manifests", "expire", "orphans", "tables",
@@ -196,6 +202,13 @@ def load_config(path: str | os.PathLike[str] | None = None, *, environ: Mapping[
     unknown = set(service) - _SERVICE_KEYS - {"storage_options"}
     if unknown:
         raise ValidationError(f"config [service]: unknown key(s) {sorted(unknown)}")
+    for name in ("token", "token_file"):
+        if isinstance(service.get(name), str) and not service[name].strip():
+            source = f"LAKEFMT_SERVICE_{name.upper()}" if f"LAKEFMT_SERVICE_{name.upper()}" in (environ or {}) \
+                else f"[service] {name}"
+            raise ValidationError(f"config [service] {name} is empty ({source}): an empty token would turn "
+                                  "authentication off. Set a non-empty token, or unset it to serve without one "
+                                  "(allowed on a loopback address only, or with --insecure)")
     values = {name: _coerce(ServiceConfig, name, value, "service") for name, value in service.items()
               if name != "storage_options"}
     if "storage_options" in service:
@@ -223,8 +236,11 @@ def load_config(path: str | os.PathLike[str] | None = None, *, environ: Mapping[
         try:
             token = Path(config.token_file).read_text().strip()
         except OSError as exc:
-            raise ValidationError(f"config token_file {config.token_file}: {exc.strerror}") from None
-        config = dataclasses.replace(config, token=token or None)
+            raise ValidationError(f"config token_file {config.token_file}: {exc.strerror}") from exc
+        if not token:
+            raise ValidationError(f"config token_file {config.token_file} is empty: write the token into it, "
+                                  "or unset token_file to serve without one (loopback only, or --insecure)")
+        config = dataclasses.replace(config, token=token)
     validate(config)
     return config
 
@@ -241,7 +257,7 @@ def validate(config: ServiceConfig) -> None:
     if config.history_limit < 1:
         raise ValidationError("config [service] history_limit must be at least 1")
     for kind in JOB_KINDS:
-        CronSchedule.parse(config.job(kind).schedule)
+        CronSchedule.parse(config.job(kind).schedule, what=f"config [{kind}] schedule")
     if config.compaction.retries < 0:
         raise ValidationError("config [compaction] retries must be >= 0")
     if config.expire.older_than is not None:
@@ -253,6 +269,34 @@ def validate(config: ServiceConfig) -> None:
     for ident, policy in config.tables.items():
         if policy.strategy is not None and policy.strategy not in strategies:
             raise ValidationError(f"config [table.{ident!r}] strategy must be one of {strategies}")
+
+
+def is_loopback(host: str) -> bool:
+    """True if every address ``host`` stands for is a loopback address (127.0.0.0/8, ::1)."""
+    text = host.strip().strip("[]")
+    try:
+        return ipaddress.ip_address(text).is_loopback
+    except ValueError:
+        pass
+    if not text:
+        return False  # an empty host listens on every interface
+    try:
+        infos = socket.getaddrinfo(text, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
+
+
+def check_exposure(config: ServiceConfig) -> None:
+    """Refuse an empty token, and serving without one on a non-loopback address unless ``insecure`` (SERVICE-29)."""
+    if config.token is not None and not config.token.strip():
+        raise ValidationError("config [service] token is empty: set a non-empty token, or none at all")
+    if config.token is None and not config.insecure and not is_loopback(config.host):
+        raise ValidationError(
+            f"refusing to serve without a token on {config.host!r}, which is not a loopback address: anyone who "
+            "can reach it could trigger compaction, snapshot expiry and orphan removal. Set a token "
+            "(LAKEFMT_SERVICE_TOKEN, or [service] token / token_file), listen on 127.0.0.1, or pass --insecure "
+            "(LAKEFMT_SERVICE_INSECURE=true) to serve without authentication anyway")
 
 
 def _section(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -267,7 +311,9 @@ def _coerce(cls: type, name: str, value: Any, section: str) -> Any:
     hint = str(next(f.type for f in fields(cls) if f.name == name))
     where = f"config [{section}] {name}"
     optional = "None" in hint
-    if optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("", "none"))):
+    literal = name in ("token", "token_file")  # a token is taken as written: "none" is a token, not None
+    if optional and (value is None or (isinstance(value, str) and not literal
+                                       and value.strip().lower() in ("", "none"))):
         return None
     try:
         if hint.startswith("bool"):

@@ -43,7 +43,7 @@ from lakefmt.errors import LakefmtError, NoSuchTableError, ValidationError
 from lakefmt.service.config import JOB_KINDS, ServiceConfig
 from lakefmt.service.jobs import FINAL, TOTAL_COLUMNS, JobRecord, JobStore, now_us
 from lakefmt.service.logs import LOGGER_NAME, log_event
-from lakefmt.service.metrics import ServiceMetrics
+from lakefmt.service.metrics import ServiceMetrics, label_sets
 from lakefmt.service.scheduler import Scheduler
 from lakefmt.service.tasks import Control, TableOutcome, group_dict, layout_counts, run_table_job
 
@@ -195,14 +195,14 @@ class CompactionService:
                 counts = layout_counts(self.catalog.load_table(name), self.config)
             except (LakefmtError, OSError):
                 continue
-            self.metrics.table_files.set(counts["data_files"], table=name)
-            self.metrics.table_small_files.set(counts["small_files"], table=name)
-            self.metrics.table_manifests.set(counts["manifests"], table=name)
+            self.metrics.table_files.labels(table=name).set(counts["data_files"])
+            self.metrics.table_small_files.labels(table=name).set(counts["small_files"])
+            self.metrics.table_manifests.labels(table=name).set(counts["manifests"])
         if known is not None:  # forget dropped tables
             for gauge in (self.metrics.table_files, self.metrics.table_small_files, self.metrics.table_manifests):
-                for labels in gauge.label_sets():
+                for labels in label_sets(gauge):
                     if labels["table"] not in known:
-                        gauge.remove(**labels)
+                        gauge.remove(labels["table"])
 
     # -- jobs ------------------------------------------------------------------------------------
     def trigger(self, kind: str = "compaction", *, table: str | None = None, trigger: str = "api",
@@ -229,7 +229,7 @@ class CompactionService:
             self.store.save(dataclasses.replace(record, status="cancelled", finished_us=now_us(),
                                                 error="the service was shutting down"))
             raise ServiceStoppingError("the service is shutting down; no new job is accepted")
-        self.metrics.runs.inc(kind=kind, trigger=trigger)
+        self.metrics.runs.labels(kind=kind, trigger=trigger).inc()
         self.metrics.queued.set(self._pending)
         log_event(logger, "job.queued", job_id=record.job_id, kind=kind, trigger=trigger, scope=table,
                   tables=len(names))
@@ -349,9 +349,9 @@ class CompactionService:
         with self._lock:
             self._jobs.pop(record.job_id, None)
         if was_running:
-            self.metrics.running.inc(-1)
-        self.metrics.jobs.inc(kind=record.kind, status=record.status)
-        self.metrics.duration.observe(record.seconds or 0.0, kind=record.kind)
+            self.metrics.running.dec()
+        self.metrics.jobs.labels(kind=record.kind, status=record.status).inc()
+        self.metrics.duration.labels(kind=record.kind).observe(record.seconds or 0.0)
         log_event(logger, "job.finished", level=logging.WARNING if record.status == "failed" else logging.INFO,
                   **record.to_dict(details=False))
         job.done.set()
@@ -359,13 +359,13 @@ class CompactionService:
     def _observe_table(self, job: _Job, outcome: TableOutcome) -> None:
         kind = job.record.kind
         m = self.metrics
-        m.table_duration.observe(outcome.seconds, kind=kind)
+        m.table_duration.labels(kind=kind).observe(outcome.seconds)
         if outcome.status == "failed":
-            m.errors.inc(kind=kind)
+            m.errors.labels(kind=kind).inc()
         if outcome.attempts > 1:
-            m.retries.inc(outcome.attempts - 1, kind=kind, table=outcome.table)
+            m.retries.labels(kind=kind, table=outcome.table).inc(outcome.attempts - 1)
         if outcome.totals.get("bytes_freed"):
-            m.bytes_freed.inc(outcome.totals["bytes_freed"], kind=kind, table=outcome.table)
+            m.bytes_freed.labels(kind=kind, table=outcome.table).inc(outcome.totals["bytes_freed"])
         log_event(logger, "table.finished", level=logging.WARNING if outcome.status == "failed" else logging.INFO,
                   job_id=job.record.job_id, kind=kind, table=outcome.table, status=outcome.status,
                   attempts=outcome.attempts, seconds=round(outcome.seconds, 3), error=outcome.error,
@@ -375,15 +375,15 @@ class CompactionService:
         """One compaction group finished: count it and log one line (SERVICE-27)."""
         d = group_dict(g)
         m = self.metrics
-        m.groups.inc(table=table, status=d["status"])
+        m.groups.labels(table=table, status=d["status"]).inc()
         if g.committed:
-            m.groups_committed.inc(table=table)
-            m.files_rewritten.inc(g.input_files, table=table)
-            m.files_written.inc(g.output_files, table=table)
-            m.bytes_rewritten.inc(g.input_bytes, table=table)
-            m.bytes_written.inc(g.output_bytes, table=table)
+            m.groups_committed.labels(table=table).inc()
+            m.files_rewritten.labels(table=table).inc(g.input_files)
+            m.files_written.labels(table=table).inc(g.output_files)
+            m.bytes_rewritten.labels(table=table).inc(g.input_bytes)
+            m.bytes_written.labels(table=table).inc(g.output_bytes)
         elif g.status == "conflict":
-            m.conflicts.inc(table=table)
+            m.conflicts.labels(table=table).inc()
         log_event(logger, "compaction.group", level=logging.WARNING if d["status"] == "failed" else logging.INFO,
                   job_id=job.record.job_id, table=table, partition=g.partition, group_id=g.group_id,
                   status=d["status"], files_in=g.input_files, files_out=g.output_files, bytes_in=g.input_bytes,

@@ -25,7 +25,7 @@ import uvicorn
 
 from lakefmt.catalog import Catalog
 from lakefmt.service.api import create_app
-from lakefmt.service.config import ServiceConfig
+from lakefmt.service.config import ServiceConfig, check_exposure, is_loopback
 from lakefmt.service.daemon import CompactionService
 from lakefmt.service.logs import LOGGER_NAME, configure_logging, log_event
 
@@ -68,10 +68,31 @@ class _Signals:
             self.service.abort_running()
 
 
+def warn_if_unauthenticated(config: ServiceConfig) -> None:
+    """One warning line when the API needs no token: loud when the address is not loopback (SERVICE-29)."""
+    if config.token is not None:
+        return
+    if is_loopback(config.host):
+        log_event(logger, "service.unauthenticated", level=logging.WARNING, host=config.host,
+                  message="no token is set: any local user or process can call the API (trigger jobs, expire "
+                          "snapshots, remove orphans); set LAKEFMT_SERVICE_TOKEN to require one")
+    else:
+        log_event(logger, "service.insecure", level=logging.WARNING, host=config.host,
+                  message=f"INSECURE: serving WITHOUT AUTHENTICATION on {config.host} (--insecure): anyone who can "
+                          "reach this address can trigger compaction, expire snapshots and remove orphan files; "
+                          "set LAKEFMT_SERVICE_TOKEN")
+
+
 def serve(config: ServiceConfig, *, catalog: Catalog | None = None, schedule: bool = True,
           extra_threads: Any = None) -> int:
-    """Run until SIGTERM/SIGINT; returns the exit status (0 after a clean stop)."""
+    """Run until SIGTERM/SIGINT; returns the exit status (0 after a clean stop).
+
+    Raises:
+        ValidationError: no token and a non-loopback address without ``insecure`` (SERVICE-29).
+    """
+    check_exposure(config)
     configure_logging(config.log_level, secrets=[config.token])
+    warn_if_unauthenticated(config)
     service = CompactionService(config, catalog=catalog)
     signals = _Signals(service)
     signals.install()

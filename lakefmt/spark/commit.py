@@ -6,12 +6,15 @@ A Spark job or micro-batch becomes exactly one snapshot, tagged in its summary
 * ``lakefmt.spark.job-id``: the job's id; a job commits at most once, and ``abort``
   deletes files only of a job that did not commit (SPARK-12).
 * ``lakefmt.writer-id`` and ``lakefmt.batch-id``: a streaming writer's stable id and the
-  micro-batch the snapshot holds. A batch whose id is not above the writer's last
-  committed batch commits nothing (SPARK-15).
+  micro-batch the snapshot holds. A micro-batch is an idempotent commit of the core
+  (:class:`~lakefmt.idempotency.WriterBatch`, PROGRESS-1..4): a batch whose id is not
+  above the writer's last committed batch commits nothing (SPARK-15). The core checks the
+  catalog's writer progress, which snapshot expiry never removes, under the catalog lock
+  in the session that swaps the pointer, and records the batch in the swap's transaction:
+  two attempts of one batch can never both commit.
 
-Both checks are requirements of the commit (:class:`~lakefmt.commit.FileChange`), so the
-commit protocol re-checks them against every base it rebuilds on, under the catalog
-lock: two attempts of one batch can never both commit.
+The job check is a requirement of the commit (:class:`~lakefmt.commit.FileChange`), so the
+commit protocol re-checks it against every base it rebuilds on.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakefmt.commit import FileChange
-from lakefmt.errors import CommitConflictError
+from lakefmt.errors import AlreadyCommittedError
 from lakefmt.expressions import ALWAYS_TRUE, bind
+from lakefmt.idempotency import BATCH_ID, WRITER_ID, WriterBatch
 from lakefmt.leases import Leases
 from lakefmt.manifest import DataFile
 
@@ -33,13 +37,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+__all__ = ["BATCH_ID", "JOB_ID", "WRITER_ID", "AlreadyCommittedError", "AssertJobNotCommitted", "commit_files",
+           "delete_files", "files_of", "job_committed", "release_tokens", "tokens_of"]
+
 JOB_ID = "lakefmt.spark.job-id"
-WRITER_ID = "lakefmt.writer-id"
-BATCH_ID = "lakefmt.batch-id"
-
-
-class AlreadyCommittedError(CommitConflictError):
-    """This job or micro-batch is already in the table; committing it again would duplicate rows."""
 
 
 @dataclass(frozen=True)
@@ -54,36 +55,16 @@ class AssertJobNotCommitted:
                 raise AlreadyCommittedError(f"job {self.job_id} is already committed (snapshot {snap.snapshot_id})")
 
 
-@dataclass(frozen=True)
-class AssertBatchNotCommitted:
-    """The writer's latest snapshot in the base's history holds an older batch, or there is none (SPARK-15)."""
-
-    writer_id: str
-    batch_id: int
-
-    def check(self, base: TableMetadata) -> None:
-        last = last_committed_batch(base, self.writer_id)
-        if last is not None and last >= self.batch_id:
-            raise AlreadyCommittedError(f"writer {self.writer_id} already committed batch {last}; "
-                                        f"batch {self.batch_id} is a replay")
-
-
-def last_committed_batch(base: TableMetadata, writer_id: str) -> int | None:
-    """The batch id of the writer's newest snapshot among the current snapshot's ancestors."""
-    for snap in base.ancestors(base.current_snapshot_id):
-        if snap.summary.get(WRITER_ID) == writer_id and BATCH_ID in snap.summary:
-            return int(snap.summary[BATCH_ID])
-    return None
-
-
 def commit_files(table: Table, files: Sequence[DataFile], *, overwrite: bool, summary: dict[str, str],
-                 requirement: AssertJobNotCommitted | AssertBatchNotCommitted) -> Snapshot | None:
+                 requirement: AssertJobNotCommitted | None = None,
+                 writer_batch: WriterBatch | None = None) -> Snapshot | None:
     """One snapshot adding ``files`` (and, to overwrite, removing every live file) (SPARK-10, SPARK-11).
 
     Returns None when there is nothing to commit (COMMIT-18). Appends are rebased by the
     commit protocol when another writer wins the race; an overwrite fails with
     :class:`CommitConflictError` if a file was added concurrently (COMMIT-10). Raises
-    :class:`AlreadyCommittedError` for a job or batch that is already in the table.
+    :class:`AlreadyCommittedError` for a job (``requirement``) or a streaming writer's
+    batch (``writer_batch``, SPARK-15) that is already committed.
 
     ``files`` are never deleted here, even when the commit fails: a second commit of a job
     names the very files its first commit made live. The caller (``abort``) deletes them
@@ -92,13 +73,15 @@ def commit_files(table: Table, files: Sequence[DataFile], *, overwrite: bool, su
     table.refresh()
     removed = table.plan_files() if overwrite else []
     if not files and not removed:
-        requirement.check(table.metadata)  # a replay of an empty batch is still a replay
+        if requirement is not None:
+            requirement.check(table.metadata)  # a replay of an empty job is still a replay
         return None
     change = FileChange(
         "overwrite" if overwrite else "append", added=list(files), removed=removed,
         planned_snapshot_id=table.metadata.current_snapshot_id if overwrite else None,
         conflict_filter=bind(ALWAYS_TRUE, table.schema()) if overwrite else None,
-        summary=dict(summary), requirements=[requirement])  # type: ignore[list-item]
+        summary=dict(summary), requirements=[requirement] if requirement is not None else [],  # type: ignore[list-item]
+        writer_batch=writer_batch)
     return table.commit_change(change)
 
 

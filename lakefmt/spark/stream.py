@@ -8,8 +8,10 @@ Exactly-once: Spark's checkpoint records a batch as done only after the sink's
 commit returned. A crash in between makes Spark replay the batch after a restart, with
 the same batch id and the same rows. Every snapshot of the sink carries the writer's
 stable id (the ``writer-id`` option, or else the streaming query's id, which survives
-restarts from the checkpoint) and the batch id. A batch whose id is not above the
-writer's last committed one is a replay: it commits nothing and its files are deleted.
+restarts from the checkpoint) and the batch id: it is an idempotent commit of the core
+(PROGRESS-1..4). A batch whose id is not above the writer's last committed one, as the
+catalog records it (snapshot expiry does not remove that record), is a replay: it
+commits nothing and its files are deleted.
 """
 
 from __future__ import annotations
@@ -24,13 +26,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from lakefmt.errors import ValidationError
+from lakefmt.errors import AlreadyCommittedError, ValidationError
+from lakefmt.idempotency import WriterBatch
 from lakefmt.spark.commit import (
-    BATCH_ID,
     JOB_ID,
-    WRITER_ID,
-    AlreadyCommittedError,
-    AssertBatchNotCommitted,
     commit_files,
     delete_files,
     files_of,
@@ -93,10 +92,10 @@ class LakefmtStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
                                           ".option('writer-id', ...) or a checkpointLocation option")
                 return
             job_ids = sorted({m.job_id for m in messages if isinstance(m, LakefmtCommitMessage)})
-            summary = {WRITER_ID: writer_id, BATCH_ID: str(batchId), JOB_ID: ",".join(job_ids)}
+            summary = {JOB_ID: ",".join(job_ids)}
             try:
                 snapshot = commit_files(table, files, overwrite=self.overwrite, summary=summary,
-                                        requirement=AssertBatchNotCommitted(writer_id, batchId))
+                                        writer_batch=WriterBatch(writer_id, batchId))
             except AlreadyCommittedError as exc:
                 if not any(job_committed(table, j) for j in job_ids):  # a replay wrote new files: garbage
                     delete_files(table, files)

@@ -6,9 +6,10 @@ import argparse
 
 import pytest
 
+from lakefmt.cli import compact as compact_cli
+from lakefmt.cli import demo as demo_cli
 from lakefmt.cli import main
-from lakefmt.compaction.cli import ProgressBar, add_compact_parser
-from lakefmt.demo import add_demo_parser
+from lakefmt.cli.progress import progress_bar
 from tests.compaction.conftest import small_files_table
 from tests.conftest import rows
 
@@ -38,8 +39,8 @@ def test_compact_dry_run_then_run(local_catalog, capsys):
 def test_parsers_standalone():
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    add_compact_parser(sub)
-    add_demo_parser(sub)
+    compact_cli.register(sub)
+    demo_cli.register(sub)
     args = parser.parse_args(["compact", "a.b", "--strategy", "zorder", "--columns", "x,y", "--read-mb-per-s", "5"])
     assert (args.table, args.strategy, args.columns, args.read_mb_per_s) == ("a.b", "zorder", "x,y", 5.0)
     assert not hasattr(args, "warehouse")  # the top-level option is not overridden
@@ -51,11 +52,12 @@ def test_progress_bar_plain_stream():
     import io
 
     stream = io.StringIO()
-    bar = ProgressBar(4, "groups", stream=stream)
-    for i in range(1, 5):
-        bar.update(i)
+    bar = progress_bar(4, "groups", stream=stream)
+    for _ in range(4):
+        bar.update(1)
     bar.close()
-    assert stream.getvalue().strip().splitlines()[-1].startswith("[" + "#" * 30 + "] 4/4 groups")
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue() and lines[-1].startswith("4/4 groups")  # whole lines, not redraws
 
 
 @pytest.mark.parametrize("strategy", ["sort", "zorder"])

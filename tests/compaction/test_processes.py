@@ -1,11 +1,18 @@
 """Compaction next to other processes: appenders, a second compactor, a SIGKILL
-(spec/compaction.md COMPACT-18, COMPACT-21..COMPACT-24). Real OS processes, no mocks."""
+(spec/compaction.md COMPACT-18, COMPACT-21..COMPACT-24). Real OS processes, no mocks.
+
+The processes synchronize on files they create at named points, never on sleeps, and
+leases never expire by themselves during a test: a test that needs a lease to expire
+moves its ``expires_at`` into the past in the catalog (CAT-9), as its lifetime passing
+would, so the tests hold on a loaded machine.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -13,6 +20,7 @@ import pytest
 
 import lakefmt
 from lakefmt.compaction.runner import lease_key
+from lakefmt.leases import Leases
 from tests.compaction.conftest import run_python, small_files_table
 from tests.conftest import downlinks, rows
 
@@ -35,6 +43,16 @@ def _wait_for(path: Path, proc, timeout: float = 60.0) -> None:
             proc.kill()
             raise AssertionError(f"timed out waiting for {path}")
         time.sleep(0.02)
+
+
+def _expire_leases(catalog: lakefmt.Catalog, table_uuid: str, owner: str) -> int:
+    """End ``owner``'s leases on the table as if their lifetime had passed (CAT-9); returns how many."""
+    with catalog.session() as s:
+        count = s.con.execute("SELECT count(*) FROM leases WHERE table_uuid = ? AND owner = ?",
+                              [table_uuid, owner]).fetchone()[0]
+        s.con.execute("UPDATE leases SET expires_at = ? WHERE table_uuid = ? AND owner = ?",
+                      [time.time() - 1, table_uuid, owner])
+    return count
 
 
 def _replace_snapshots(t: lakefmt.Table) -> list[lakefmt.Snapshot]:
@@ -79,17 +97,29 @@ def test_two_compactors_never_double_rewrite(local_catalog, tmp_path):
     t = small_files_table(local_catalog, appends=6, rows=600, partition_by=("mission_id", "payload_id"))
     before = t.scan().to_arrow()
     files_before = {f.path for f in t.plan_files()}
-    go = tmp_path / "go"
+    barrier = tmp_path / "at-commit"
+    barrier.mkdir()
+    # Each compactor stops before its first commit until both got there: they hold different
+    # partitions at the same moment, so both commit, whatever the machine's load.
     code = PRELUDE.format(warehouse=local_catalog.warehouse) + f"""
-while not os.path.exists({str(go)!r}):
-    time.sleep(0.005)
-r = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1,
-                     hook=lambda point, info: time.sleep(0.05) if point == "before-commit" else None)
+barrier = {str(barrier)!r}
+arrived = []
+
+def hook(point, info):
+    if point != "before-commit" or arrived:
+        return
+    arrived.append(True)
+    open(os.path.join(barrier, str(os.getpid())), "w").close()
+    deadline = time.monotonic() + 120  # a safety net only
+    while len(os.listdir(barrier)) < 2:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the other compactor never reached its first commit")
+        time.sleep(0.005)
+
+r = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1, hook=hook)
 print(json.dumps({{"statuses": [g.status for g in r.groups], "rewritten": r.files_rewritten}}))
 """
     procs = [run_python(code, wait=False) for _ in range(2)]
-    time.sleep(1.0)  # both processes are importing and waiting for the start signal
-    go.touch()
     reports = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -105,18 +135,19 @@ print(json.dumps({{"statuses": [g.status for g in r.groups], "rewritten": r.file
     committed = [s for r in reports for s in r["statuses"] if s == "committed"]
     assert len(committed) == partitions
     assert all("committed" in r["statuses"] for r in reports), reports  # they really ran at once
+    assert len(os.listdir(barrier)) == 2
 
 
 def test_sigkill_before_commit_leaves_table_intact(local_catalog, tmp_path):
     """COMPACT-21/23: a compactor killed between writing outputs and committing leaves the table
-    readable with all rows; its expired lease is then taken over by another compactor."""
+    readable with all rows; its leases are honoured while live, and taken over once expired."""
     t = small_files_table(local_catalog, appends=6)
     before = t.scan().to_arrow()
     snapshot = t.current_snapshot().snapshot_id
     files_on_disk = {info.path for info in t.io.list_files(f"{t.location}/data")}
     marker = tmp_path / "paused"
     code = PRELUDE.format(warehouse=local_catalog.warehouse) + """
-t.compaction.run("binpack", min_age_seconds=0, lease_seconds=1.5, max_concurrent_groups=1)
+t.compaction.run("binpack", min_age_seconds=0, lease_seconds=3600, max_concurrent_groups=1)
 """
     proc = run_python(code, env={"LAKEFMT_PAUSE_AT": "compaction-before-commit",
                                  "LAKEFMT_PAUSE_FILE": str(marker)}, wait=False)
@@ -130,11 +161,15 @@ t.compaction.run("binpack", min_age_seconds=0, lease_seconds=1.5, max_concurrent
     t = local_catalog.load_table("artemis.downlinks")
     assert t.current_snapshot().snapshot_id == snapshot
     assert rows(t.scan().to_arrow()) == rows(before)
-    # Its leases are live for a moment: the partition whose commit it was about to make, and the
-    # next one, started before that commit. Both are skipped, then expire and are taken over.
+    # Its leases are still live: the partition whose commit it was about to make, and the next
+    # one, started before that commit. Both are skipped until the leases expire, then taken over.
     early = t.compaction.run("binpack", min_age_seconds=0)
     assert sorted(g.status for g in early.groups) == ["committed", "lease-held", "lease-held"]
-    time.sleep(1.6)
+    owners = {lease.owner for lease in Leases(local_catalog).live(t.metadata.table_uuid, "partition")}
+    assert len(owners) == 1  # the killed process's, named for it (COMPACT-22)
+    dead = owners.pop()
+    assert dead.startswith(f"compactor:{socket.gethostname()}:{proc.pid}:")
+    assert _expire_leases(local_catalog, t.metadata.table_uuid, dead) == 2
     late = t.compaction.run("binpack", min_age_seconds=0)
     assert [g.status for g in late.groups] == ["committed", "committed"]
     assert rows(t.scan().to_arrow()) == rows(before) and len(t.plan_files()) == 3
@@ -147,10 +182,10 @@ def test_dead_compactor_lease_is_taken_over(local_catalog, tmp_path):
     keys = [lease_key(t.metadata, p.spec_id, p.partition) for p in plan.partitions]
     code = PRELUDE.format(warehouse=local_catalog.warehouse) + f"""
 from lakefmt.leases import Leases
-assert Leases(cat).acquire_many(t.metadata.table_uuid, "partition", {keys!r}, owner="dead-compactor", ttl=1.0)
+assert Leases(cat).acquire_many(t.metadata.table_uuid, "partition", {keys!r}, owner="dead-compactor", ttl=3600)
 """
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert t.compaction.run("binpack", min_age_seconds=0).groups_skipped == 3
-    time.sleep(1.1)
+    assert _expire_leases(local_catalog, t.metadata.table_uuid, "dead-compactor") == 3
     assert t.compaction.run("binpack", min_age_seconds=0).groups_committed == 3

@@ -1,21 +1,22 @@
-"""``lakefmt expire | orphans | rollback | stats | check`` (lakefmt.maintenance.cli)."""
+"""``lakefmt expire | orphans | rollback | stats | check`` (lakefmt.cli.maintenance)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 
 import pytest
 
 import lakefmt
 from lakefmt.cli import build_parser, main
-from lakefmt.maintenance.cli import EXIT_VIOLATIONS, parse_age
+from lakefmt.cli.maintenance import EXIT_VIOLATIONS, parse_age
 from tests.maintenance.helpers import batch, make_table
 
 
 @pytest.fixture
 def warehouse(tmp_path):
-    catalog = lakefmt.Catalog(str(tmp_path / "wh"))
+    catalog = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     t = make_table(catalog)
     t.append(batch(0, 30))
     t.append(batch(30, 30))
@@ -68,7 +69,9 @@ def test_rollback_expire_orphans(warehouse, capsys):
     code, out, err = run(capsys, wh, "orphans", "maint.t", "--older-than", "0", "--delete")
     assert code == 0 and "1 orphan(s) deleted" in err and not t.io.exists(f"{t.location}/data/stray.bin")
     code, _, err = run(capsys, wh, "rollback", "maint.t", "12345")
-    assert code == 2 and err.startswith("error: no snapshot 12345")
+    assert code == 2 and err.startswith("error: table maint.t has no snapshot 12345")
+    code, _, err = run(capsys, wh, "expire", "maint.t", "--snapshot-id", "12345")
+    assert code == 2 and err.startswith("error: table maint.t has no snapshot 12345") and wh not in err
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -84,3 +87,18 @@ def test_bad_age_is_a_user_error(warehouse, capsys):
     wh, _ = warehouse
     code, _, err = run(capsys, wh, "expire", "maint.t", "--older-than", "soon")
     assert code == 2 and "--older-than" in err
+
+
+def test_stats_and_orphans_explain_superseded_metadata_files(tmp_path, capsys):
+    """Old metadata files out of the metadata-log are orphans, not in flight, and the output says why."""
+    catalog = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
+    t = make_table(catalog, **{"write.metadata.previous-versions-max": "2"})
+    for i in range(4):
+        t.append(batch(i * 10, 10))  # v000001 (create) … v000005: v000001 and v000002 fall out of the log
+    wh = str(tmp_path / "wh")
+    code, out, _ = run(capsys, wh, "stats", "maint.t")
+    assert code == 0 and re.search(r"of which superseded metadata +2 files", out)
+    assert re.search(r"in flight \(uncommitted, leased\) +0 files", out) and "MAINT-6" in out
+    code, out, err = run(capsys, wh, "orphans", "maint.t", "--older-than", "0")
+    assert code == 0 and sorted(p[:17] for p in out.split()) == ["metadata/v000001-", "metadata/v000002-"]
+    assert "2 of the orphans are old metadata files that fell out of the metadata-log" in err

@@ -9,8 +9,9 @@ import pyarrow as pa
 import pytest
 
 from lakefmt.commit import FileChange
-from lakefmt.errors import CommitConflictError, NoSuchSnapshotError, ValidationError
+from lakefmt.errors import CommitConflictError, CorruptMetadataError, NoSuchSnapshotError, ValidationError
 from lakefmt.maintenance import ExpireResult, select_expired
+from lakefmt.manifest_io import read_manifest_list
 from lakefmt.metadata import Snapshot, TableMetadata
 from lakefmt.updates import AssertNotCurrent
 from tests.conftest import rows
@@ -213,10 +214,55 @@ def test_expired_snapshot_that_became_current_conflicts_and_deletes_nothing(loca
     assert rows(t.scan().to_arrow()) == rows(batch(0, 10))
 
 
-def test_unknown_older_than_type_is_refused(local_catalog):
-    t = make_table(local_catalog)
-    with pytest.raises(ValidationError):
-        t.maintenance.expire_snapshots(older_than=5)  # type: ignore[arg-type]
-    with pytest.raises(ValidationError):
-        t.maintenance.expire_snapshots(older_than=timedelta(seconds=-1))
 
+@pytest.mark.parametrize(("operation", "options", "message"), [
+    ("expire", {"older_than": 5}, ("older_than must be a datetime.timedelta (an age such as timedelta(days=3)) "
+                                  "or a datetime.datetime")),
+    ("expire", {"older_than": "7d"}, "older_than must be a datetime.timedelta"),
+    ("expire", {"older_than": timedelta(seconds=-1)}, "older_than must not be negative"),
+    ("expire", {"retain_last": 0}, "retain_last must be at least 1"),
+    ("expire", {"retain_last": "2"}, "retain_last must be an int of at least 1, got str '2'"),
+    ("expire", {"retain_last": True}, "retain_last must be an int"),
+    ("expire", {"retain_last": 1.5}, "retain_last must be an int"),
+    ("expire", {"snapshot_ids": 5}, "snapshot_ids must be an iterable of int snapshot ids"),
+    ("expire", {"snapshot_ids": "123"}, "snapshot_ids must be an iterable"),
+    ("expire", {"snapshot_ids": [1.5]}, "snapshot_ids must hold int snapshot ids, got float 1.5"),
+    ("expire", {"dry_run": "false"}, "dry_run must be a bool (True or False), got str 'false'"),
+    ("orphans", {"older_than": 5}, ("older_than must be a datetime.timedelta (an age such as timedelta(days=3)), "
+                                   "got int 5")),
+    ("orphans", {"older_than": None}, "older_than must be a datetime.timedelta"),
+    ("orphans", {"older_than": datetime(2026, 1, 1)}, "older_than must be a datetime.timedelta"),
+    ("orphans", {"older_than": timedelta(days=-1)}, "older_than must not be negative"),
+    ("orphans", {"dry_run": 0}, "dry_run must be a bool (True or False), got int 0"),
+    ("orphans", {"dry_run": None}, "dry_run must be a bool"),
+])
+def test_bad_options_are_refused_alike_and_nothing_changes(local_catalog, operation, options, message):
+    """Both destructive operations validate their options the same way (MAINT-3, MAINT-9)."""
+    t = make_table(local_catalog)
+    t.append(batch(0, 10))
+    t.append(batch(10, 10))
+    t.io.write_bytes(f"{t.location}/data/stray.bin", b"s")
+    before, location = all_files(t), t.metadata_location
+    run = t.maintenance.expire_snapshots if operation == "expire" else t.maintenance.remove_orphan_files
+    with pytest.raises(ValidationError) as info:
+        run(**options)
+    assert message in str(info.value)
+    assert all_files(t) == before and t.refresh().metadata_location == location  # nothing written or deleted
+
+
+def test_a_damaged_table_is_expired_but_nothing_is_deleted(local_catalog):
+    """A retained manifest is missing and no commit explains it: deleting anything could be wrong (MAINT-5)."""
+    t = make_table(local_catalog)
+    for i in range(3):
+        t.append(batch(i * 10, 10))
+    newest = read_manifest_list(t.io, f"{t.location}/{t.current_snapshot().manifest_list}")[0]
+    t.io.delete(f"{t.location}/{newest.path}")
+    before = all_files(t)
+    with pytest.raises(CorruptMetadataError, match="missing"):  # orphan removal refuses outright
+        t.maintenance.remove_orphan_files(older_than=timedelta(0), dry_run=False)
+    assert all_files(t) == before
+    result = t.maintenance.expire_snapshots(older_than=timedelta(0))
+    assert len(result.expired_snapshot_ids) == 2 and result.files_deleted == 0  # committed: success (COMMIT-15)
+    assert len(result.warnings) == 1 and "MissingFileError" in result.warnings[0]
+    assert before < all_files(t)  # only the expiry's metadata file was added
+    assert [v.requirement for v in t.maintenance.check(level="metadata").violations] == ["LAYOUT-5"]

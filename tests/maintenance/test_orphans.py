@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lakefmt.commit import FileChange
-from lakefmt.errors import IncompleteListingError, MaintenanceError
+from lakefmt.errors import IncompleteListingError, ValidationError
 from lakefmt.io import FileInfo
 from lakefmt.leases import Leases
 from tests.conftest import rows
@@ -105,7 +105,7 @@ def test_listing_spelled_with_another_scheme_is_still_matched(local_catalog, mon
 
 def test_negative_grace_period_is_refused(local_catalog):
     t = make_table(local_catalog)
-    with pytest.raises(MaintenanceError):
+    with pytest.raises(ValidationError, match="older_than must not be negative"):
         t.maintenance.remove_orphan_files(older_than=timedelta(seconds=-1))
 
 

@@ -40,7 +40,7 @@ class TableModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.folder = tempfile.mkdtemp(prefix="lakefmt-model-")
-        self.table = make_table(lakefmt.Catalog(self.folder))
+        self.table = make_table(lakefmt.Catalog(self.folder, create=True))
         self.snapshots: dict[int, list[Row]] = {}  # retained snapshot id -> its rows
         self.current: int | None = None
         self.next_id = 0

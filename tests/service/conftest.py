@@ -41,6 +41,14 @@ def small_files_table(catalog: lakefmt.Catalog, name: str, *, appends: int = 6, 
     return t
 
 
+def metric_samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Parse a /metrics answer with prometheus_client's parser: (sample name, sorted labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families  # the service extra
+
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
 class Http:
     """A tiny JSON client over urllib: returns (status, body) and never raises on HTTP errors."""
 
@@ -83,21 +91,31 @@ class Http:
         raise AssertionError(f"job {job_id} did not finish in {timeout} s")
 
 
+def serve_command(warehouse: Path, *args: str) -> list[str]:
+    """``lakefmt serve`` on a free loopback port, as a child process runs it."""
+    return [sys.executable, "-m", "lakefmt.cli", "serve", "--warehouse", str(warehouse), "--port", "0", *args]
+
+
+def serve_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment without any LAKEFMT_* variable, plus ``env``."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEFMT_")}
+    full_env.update({"PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                     "LAKEFMT_SERVICE_HEARTBEAT_SECONDS": "1", **(env or {})})
+    return full_env
+
+
 class ServiceProcess:
     """``lakefmt serve --port 0`` in a child process; its JSON log lines are read from a file."""
 
     def __init__(self, warehouse: Path, log: Path, *, env: dict[str, str] | None = None,
                  args: list[str] | None = None, token: str | None = TOKEN) -> None:
         self.log_path = log
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("LAKEFMT_")}
-        full_env.update({"PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                         "LAKEFMT_SERVICE_HEARTBEAT_SECONDS": "1", **(env or {})})
+        full_env = serve_env(env)
         if token:
             full_env["LAKEFMT_SERVICE_TOKEN"] = token
         self._log_file = open(log, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lakefmt.cli", "serve", "--warehouse", str(warehouse), "--port", "0",
-             *(args or [])], env=full_env, stdout=subprocess.DEVNULL, stderr=self._log_file, cwd=str(warehouse.parent))
+        self.proc = subprocess.Popen(serve_command(warehouse, *(args or [])), env=full_env,
+                                     stdout=subprocess.DEVNULL, stderr=self._log_file, cwd=str(warehouse.parent))
         self.url = self._wait_listening()
         self.http = Http(self.url, token)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lakefmt.errors import ValidationError
-from lakefmt.service.config import ServiceConfig, load_config, parse_seconds
+from lakefmt.service.config import ServiceConfig, check_exposure, is_loopback, load_config, parse_seconds
 
 
 def write(tmp_path, text: str):
@@ -72,7 +72,7 @@ def test_token_is_never_in_repr(tmp_path):
     ("[nope]\n", {}, "unknown section"),
     ("[service]\nprot = 1\n", {}, "unknown key"),
     ("[compaction]\nschedul = '5 * * * *'\n", {}, "unknown key"),
-    ("[compaction]\nschedule = '61 * * * *'\n", {}, "minute field"),
+    ("[compaction]\nschedule = '61 * * * *'\n", {}, r"\[compaction\] schedule: '61 \* \* \* \*'"),
     ("[service]\nport = 'eighty'\n", {}, "port"),
     ("[service]\nport = 70000\n", {}, "not a TCP port"),
     ("[service]\nmax_concurrent_jobs = 0\n", {}, "max_concurrent_jobs"),
@@ -122,3 +122,47 @@ def test_serve_refuses_bad_setups_before_starting(tmp_path, capsys, monkeypatch)
     assert main(["serve", "--config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "token" in err and "s3cret" not in err  # SERVICE-11: not even a malformed token is echoed
+
+
+@pytest.mark.parametrize(("text", "env", "fragment"), [
+    ("", {"LAKEFMT_SERVICE_TOKEN": ""}, r"token is empty \(LAKEFMT_SERVICE_TOKEN\)"),
+    ("", {"LAKEFMT_SERVICE_TOKEN": "   "}, r"token is empty \(LAKEFMT_SERVICE_TOKEN\)"),
+    ("[service]\ntoken = ''\n", {}, r"token is empty \(\[service\] token\)"),
+    ("", {"LAKEFMT_SERVICE_TOKEN_FILE": ""}, "token_file is empty"),
+])
+def test_an_empty_token_is_a_configuration_error(tmp_path, text, env, fragment):
+    """SERVICE-29: an empty token never means 'no authentication'."""
+    with pytest.raises(ValidationError, match=fragment):
+        load_config(write(tmp_path, text), environ=env)
+
+
+def test_an_empty_token_file_is_refused(tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text("\n")
+    with pytest.raises(ValidationError, match="is empty: write the token into it"):
+        load_config(environ={"LAKEFMT_SERVICE_TOKEN_FILE": str(token_file)})
+    assert load_config(environ={"LAKEFMT_SERVICE_TOKEN": "none"}).token == "none"  # taken as written
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("", False), ("192.0.2.1", False),
+])
+def test_loopback_addresses(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_no_token_on_a_non_loopback_address_needs_insecure():
+    """SERVICE-29: without a token only loopback is served, unless insecure is set."""
+    check_exposure(load_config(environ={}, host="127.0.0.1"))
+    check_exposure(load_config(environ={"LAKEFMT_SERVICE_TOKEN": "t0k"}, host="0.0.0.0"))
+    with pytest.raises(ValidationError, match="refusing to serve without a token on '0.0.0.0'") as info:
+        check_exposure(load_config(environ={}, host="0.0.0.0"))
+    assert "--insecure" in str(info.value) and "LAKEFMT_SERVICE_TOKEN" in str(info.value)
+    check_exposure(load_config(environ={"LAKEFMT_SERVICE_INSECURE": "true"}, host="0.0.0.0"))
+    check_exposure(load_config(environ={}, host="::", insecure=True))
+
+
+def test_a_config_built_in_code_with_an_empty_token_is_refused_before_serving():
+    with pytest.raises(ValidationError, match="token is empty"):
+        check_exposure(ServiceConfig(token=""))

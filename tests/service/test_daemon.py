@@ -24,7 +24,7 @@ QUIET = {"LAKEFMT_COMPACTION_ENABLED": "false", "LAKEFMT_SERVICE_GAUGE_REFRESH_S
 
 @pytest.fixture
 def warehouse(tmp_path):
-    return lakefmt.Catalog(str(tmp_path / "wh"))
+    return lakefmt.Catalog(str(tmp_path / "wh"), create=True)
 
 
 @pytest.fixture
@@ -66,8 +66,8 @@ def test_trigger_compacts_one_table_and_records_it(warehouse, make_service):
     assert {g["status"] for g in outcome["groups"]} == {"committed"}
     assert rows(t.refresh().scan().to_arrow()) == before
     assert service.store.get(job.job_id) == job
-    assert service.metrics.files_rewritten.value(table="ops.events") == 18
-    assert service.metrics.table_files.value(table="ops.events") == 3
+    assert service.metrics.value("lakefmt_compaction_files_rewritten_total", table="ops.events") == 18
+    assert service.metrics.value("lakefmt_table_data_files", table="ops.events") == 3
     again = wait(service, service.trigger("compaction").job_id)  # every table: nothing left to do
     assert again.status == "succeeded" and again.files_rewritten == 0 and again.tables_total == 1
 
@@ -235,8 +235,8 @@ def test_transient_errors_are_retried_and_counted(warehouse, make_service, monke
     service = make_service()
     job = wait(service, service.trigger("compaction", table="ops.events").job_id)
     assert job.status == "succeeded" and job.tables[0]["attempts"] == 2 and job.groups_committed == 3
-    assert service.metrics.retries.value(kind="compaction", table="ops.events") == 1
+    assert service.metrics.value("lakefmt_service_retries_total", kind="compaction", table="ops.events") == 1
     monkeypatch.setattr(Compaction, "run", lambda self, *a, **k: (_ for _ in ()).throw(OSError("disk gone")))
     failed = wait(service, service.trigger("compaction", table="ops.events").job_id)
     assert failed.status == "failed" and "OSError: disk gone" in failed.error
-    assert service.metrics.errors.value(kind="compaction") == 1
+    assert service.metrics.value("lakefmt_service_errors_total", kind="compaction") == 1

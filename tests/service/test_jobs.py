@@ -10,7 +10,7 @@ from lakefmt.service.jobs import JOBS_TABLE, JobStore, now_us, stored_history
 
 def test_jobs_survive_a_new_store_and_a_new_catalog_handle(tmp_path):
     """SERVICE-20/22: jobs live in the catalog, so a restarted service sees them."""
-    catalog = lakefmt.Catalog(str(tmp_path / "wh"))
+    catalog = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     store = JobStore(catalog)
     job = store.create("compaction", trigger="api", scope="a.b", instance_id="i1", tables_total=1)
     assert job.status == "queued" and len(job.job_id) == 32
@@ -35,7 +35,7 @@ def test_jobs_survive_a_new_store_and_a_new_catalog_handle(tmp_path):
 
 
 def test_history_is_newest_first_and_pages(tmp_path):
-    store = JobStore(lakefmt.Catalog(str(tmp_path / "wh")))
+    store = JobStore(lakefmt.Catalog(str(tmp_path / "wh"), create=True))
     ids = []
     for i in range(5):
         job = store.create("expire", trigger="schedule", scope=None, instance_id="i1")
@@ -50,7 +50,7 @@ def test_history_is_newest_first_and_pages(tmp_path):
 
 def test_jobs_of_a_silent_instance_are_abandoned(tmp_path):
     """SERVICE-23: a job whose service stopped heartbeating is marked abandoned by the next one."""
-    store = JobStore(lakefmt.Catalog(str(tmp_path / "wh")))
+    store = JobStore(lakefmt.Catalog(str(tmp_path / "wh"), create=True))
     store.register("dead", host="h", pid=1, address=None)
     store.register("alive", host="h", pid=2, address=None)
     dead = store.create("compaction", trigger="api", scope=None, instance_id="dead")
@@ -68,7 +68,7 @@ def test_jobs_of_a_silent_instance_are_abandoned(tmp_path):
 
 
 def test_report_history_reads_nothing_when_no_service_ran(tmp_path):
-    catalog = lakefmt.Catalog(str(tmp_path / "wh"))
+    catalog = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     assert stored_history(catalog, table="a.b") == []
     with catalog.session() as s:
         assert s.con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?",

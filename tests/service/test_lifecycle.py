@@ -33,7 +33,7 @@ def assert_intact(t: lakefmt.Table, before: list[tuple]) -> None:
 
 def test_sigterm_mid_job_leaves_the_table_intact_and_a_restart_keeps_history(tmp_path, start_service):
     """SERVICE-8/22: SIGTERM exits 0 with the table intact; the next process sees the interrupted job."""
-    catalog = lakefmt.Catalog(str(tmp_path / "wh"))
+    catalog = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     t = small_files_table(catalog, "ops.events", properties={"compaction.max-concurrent-groups": "1"})
     before = rows(t.scan().to_arrow())
     proc = start_service(tmp_path / "wh", env=SLOW)
@@ -69,7 +69,7 @@ def test_sigterm_mid_job_leaves_the_table_intact_and_a_restart_keeps_history(tmp
 
 def test_two_services_never_rewrite_the_same_partition(tmp_path, start_service):
     """SERVICE-7, COMPACT-22..24: two services on one warehouse split the partitions between them."""
-    catalog = lakefmt.Catalog(str(tmp_path / "wh"))
+    catalog = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     t = small_files_table(catalog, "ops.events", missions=6, rows=900,
                           properties={"compaction.max-concurrent-groups": "1"})
     before = rows(t.scan().to_arrow())

@@ -1,75 +1,50 @@
-"""Prometheus text format and JSON logs (spec/service.md SERVICE-11, SERVICE-26, SERVICE-27)."""
+"""Prometheus metrics (prometheus_client) and JSON logs (spec/service.md SERVICE-11, SERVICE-26, SERVICE-27)."""
 
 from __future__ import annotations
 
 import io
 import json
 import logging
-import re
 
-import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from lakefmt.service.logs import JsonFormatter, RedactFilter, configure_logging, log_event
-from lakefmt.service.metrics import Registry, ServiceMetrics
-
-# One sample line of the text exposition format 0.0.4.
-SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\\\|\\"|\\n)*",?)*\})? '
-                    r'(-?[0-9.e+]+|NaN|[+-]Inf)$')
-
-
-def check_exposition(text: str) -> dict[str, str]:
-    """Every line is a HELP, a TYPE or a well-formed sample; returns name -> type."""
-    types: dict[str, str] = {}
-    assert text.endswith("\n")
-    for line in text.splitlines():
-        if line.startswith("# HELP "):
-            continue
-        if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ")
-            assert kind in ("counter", "gauge", "histogram")
-            types[name] = kind
-            continue
-        assert SAMPLE.match(line), line
-        base = re.sub(r"_(bucket|sum|count)$", "", line.split("{")[0].split(" ")[0])
-        assert base in types or line.split("{")[0].split(" ")[0] in types, line
-    return types
-
-
-def test_counter_gauge_histogram_text():
-    r = Registry()
-    c = r.counter("jobs_total", "Jobs.\nTwo lines \\ here.", ("kind",))
-    g = r.gauge("files", "Files.", ("table",))
-    h = r.histogram("seconds", "Durations.", ("kind",), buckets=(1, 5))
-    c.inc(kind="compaction")
-    c.inc(2, kind='we"ird\\name\n')
-    g.set(7, table="a.b")
-    g.inc(-2, table="a.b")
-    for v in (0.5, 3, 10):
-        h.observe(v, kind="compaction")
-    text = r.render()
-    assert check_exposition(text) == {"jobs_total": "counter", "files": "gauge", "seconds": "histogram"}
-    assert "# HELP jobs_total Jobs.\\nTwo lines \\\\ here." in text
-    assert 'jobs_total{kind="compaction"} 1' in text
-    assert 'jobs_total{kind="we\\"ird\\\\name\\n"} 2' in text
-    assert 'files{table="a.b"} 5' in text
-    assert 'seconds_bucket{kind="compaction",le="1"} 1' in text
-    assert 'seconds_bucket{kind="compaction",le="5"} 2' in text
-    assert 'seconds_bucket{kind="compaction",le="+Inf"} 3' in text
-    assert 'seconds_sum{kind="compaction"} 13.5' in text and 'seconds_count{kind="compaction"} 3' in text
-    with pytest.raises(ValueError):
-        c.inc(-1, kind="x")
-    with pytest.raises(ValueError):
-        c.inc(kind="x", extra="y")
+from lakefmt.service.metrics import ServiceMetrics, counter_total
+from tests.service.conftest import metric_samples
 
 
 def test_service_metrics_render_even_when_empty():
-    m = ServiceMetrics()
-    types = check_exposition(m.render())
-    for name in ("lakefmt_service_runs_total", "lakefmt_service_errors_total", "lakefmt_service_job_duration_seconds",
-                 "lakefmt_compaction_files_rewritten_total", "lakefmt_compaction_bytes_rewritten_total",
-                 "lakefmt_compaction_groups_committed_total", "lakefmt_compaction_conflicts_total",
-                 "lakefmt_service_retries_total", "lakefmt_table_data_files", "lakefmt_table_small_files"):
-        assert name in types
+    """SERVICE-26: every metric is declared (HELP and TYPE) before it has a sample."""
+    types = {f.name: f.type for f in text_string_to_metric_families(ServiceMetrics().render())}
+    for name in ("lakefmt_service_runs", "lakefmt_service_errors", "lakefmt_service_job_duration_seconds",
+                 "lakefmt_compaction_files_rewritten", "lakefmt_compaction_bytes_rewritten",
+                 "lakefmt_compaction_groups_committed", "lakefmt_compaction_conflicts",
+                 "lakefmt_service_retries", "lakefmt_table_data_files", "lakefmt_table_small_files"):
+        assert name in types, name
+    assert types["lakefmt_service_job_duration_seconds"] == "histogram"
+    assert types["lakefmt_service_runs"] == "counter" and types["lakefmt_table_data_files"] == "gauge"
+
+
+def test_each_service_has_its_own_registry():
+    """Two services in one process count separately (no global registry), and labels are escaped."""
+    a, b = ServiceMetrics(), ServiceMetrics()
+    a.jobs.labels(kind="compaction", status="succeeded").inc()
+    a.files_rewritten.labels(table='we"ird\\name\n').inc(18)
+    a.duration.labels(kind="compaction").observe(3)
+    b.table_files.labels(table="a.b").set(7)
+    b.table_files.labels(table="gone.t").set(1)
+    b.table_files.remove("gone.t")
+    samples = metric_samples(a.render())
+    assert samples[("lakefmt_service_jobs_total", (("kind", "compaction"), ("status", "succeeded")))] == 1
+    assert samples[("lakefmt_compaction_files_rewritten_total", (("table", 'we"ird\\name\n'),))] == 18
+    assert samples[("lakefmt_service_job_duration_seconds_bucket", (("kind", "compaction"), ("le", "5.0")))] == 1
+    assert samples[("lakefmt_service_job_duration_seconds_bucket", (("kind", "compaction"), ("le", "1.0")))] == 0
+    assert not [k for k in samples if k[0] == "lakefmt_table_data_files"]
+    other = metric_samples(b.render())
+    assert [k for k in other if k[0] == "lakefmt_table_data_files"] == [("lakefmt_table_data_files", (("table", "a.b"),))]
+    assert not [k for k in other if k[0] == "lakefmt_service_jobs_total"]
+    assert a.value("lakefmt_service_jobs_total", kind="compaction", status="succeeded") == 1
+    assert counter_total(a.files_rewritten) == 18 and counter_total(b.files_rewritten) == 0
 
 
 def test_json_lines_with_fields_and_redaction():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 
@@ -11,7 +10,7 @@ import pytest
 import lakefmt
 from lakefmt.report import render_report
 from tests.conftest import rows
-from tests.service.conftest import TOKEN, ServiceProcess, small_files_table
+from tests.service.conftest import TOKEN, ServiceProcess, metric_samples, small_files_table
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -26,7 +25,7 @@ API_ROUTES = [("GET", "/api/v1/status"), ("GET", "/api/v1/stats"), ("GET", "/api
 def served(tmp_path_factory) -> Iterator[tuple[ServiceProcess, lakefmt.Catalog]]:
     """One service, token-protected, compacting `sched.*` tables every 2 seconds."""
     root = tmp_path_factory.mktemp("served")
-    catalog = lakefmt.Catalog(str(root / "wh"))
+    catalog = lakefmt.Catalog(str(root / "wh"), create=True)
     small_files_table(catalog, "api.events")
     proc = ServiceProcess(root / "wh", root / "serve.log", env={
         "LAKEFMT_COMPACTION_SCHEDULE": "*/2 * * * * *", "LAKEFMT_SERVICE_INCLUDE": "sched.*",
@@ -81,11 +80,12 @@ def test_trigger_over_http_poll_and_history(served):
     assert cands["total_candidates"] == 0 and {c["reason"] for c in cands["candidates"]} == {"already-compacted"}
     status, text = http.get("/metrics")
     assert status == 200
-    assert 'lakefmt_compaction_files_rewritten_total{table="api.events"} 18' in text
-    assert 'lakefmt_compaction_groups_committed_total{table="api.events"} 3' in text
-    assert re.search(r'lakefmt_service_jobs_total\{kind="compaction",status="succeeded"\} \d+', text)
-    assert 'lakefmt_service_job_duration_seconds_count{kind="compaction"}' in text
-    assert 'table="api.events"' not in text.split("lakefmt_table_data_files", 1)[1]  # not looked after
+    samples = metric_samples(text)
+    assert samples[("lakefmt_compaction_files_rewritten_total", (("table", "api.events"),))] == 18
+    assert samples[("lakefmt_compaction_groups_committed_total", (("table", "api.events"),))] == 3
+    assert samples[("lakefmt_service_jobs_total", (("kind", "compaction"), ("status", "succeeded")))] >= 1
+    assert samples[("lakefmt_service_job_duration_seconds_count", (("kind", "compaction"),))] >= 1
+    assert ("lakefmt_table_data_files", (("table", "api.events"),)) not in samples  # not looked after
     groups = [e for e in proc.events("compaction.group") if e["table"] == "api.events"]
     assert len(groups) == 3 and all(e["job_id"] == job["job_id"] for e in groups)
     assert {e["partition"] for e in groups} == {"mission_id=0", "mission_id=1", "mission_id=2"}
@@ -116,9 +116,9 @@ def test_short_cron_fires(served):
     assert status["last_run"] is not None and status["next_run"] > status["last_run"]
     assert status["stats"]["succeeded_jobs"] >= 1
     assert proc.events("schedule.fired")
-    text = proc.http.get("/metrics")[1]
-    assert 'lakefmt_table_data_files{table="sched.events"} 3' in text
-    assert 'lakefmt_table_small_files{table="sched.events"} 3' in text  # single compacted files, still small
+    samples = metric_samples(proc.http.get("/metrics")[1])
+    assert samples[("lakefmt_table_data_files", (("table", "sched.events"),))] == 3
+    assert samples[("lakefmt_table_small_files", (("table", "sched.events"),))] == 3  # compacted, still small
 
 
 @pytest.mark.parametrize(("method", "path", "body", "expected"), [

@@ -62,7 +62,7 @@ def warehouse(tmp_path: Path) -> str:
 
 @pytest.fixture
 def catalog(warehouse: str) -> lakefmt.Catalog:
-    return lakefmt.Catalog(warehouse)
+    return lakefmt.Catalog(warehouse, create=True)
 
 
 def read(spark: Any, catalog: lakefmt.Catalog, table: str, **options: str) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 import lakefmt
 
 pytest.importorskip("pyspark", minversion="4.0")  # before importing lakefmt.spark
+from lakefmt.idempotency import last_batch_in_history
 from lakefmt.spark.commit import BATCH_ID, WRITER_ID
 from tests.conftest import DOWNLINKS_SCHEMA, downlinks
 from tests.spark.conftest import data_files_on_disk, live_paths, no_garbage, sorted_rows
@@ -63,6 +65,44 @@ def test_batch_replayed_after_a_crash_between_commit_and_checkpoint_commits_noth
     assert [s.summary[BATCH_ID] for s in t.snapshots()] == ["0", "1", "2", "3"]
     assert len({s.summary[WRITER_ID] for s in t.snapshots()}) == 1  # the query id survives the restart
     assert sorted_rows(t.scan().to_arrow()) == sorted_rows(rows)
+    assert data_files_on_disk(t) == live_paths(t)  # the replay's files were deleted
+    assert t.check().ok
+
+
+def test_batch_replayed_after_its_snapshot_was_expired_commits_nothing(
+        spark: Any, catalog: lakefmt.Catalog, tmp_path: Path) -> None:
+    """SPARK-15, PROGRESS-1/3: the replay check reads the catalog's writer progress, which expiry keeps.
+
+    The driver dies after lakefmt committed batch 0 and before Spark's checkpoint recorded
+    it; another writer appends; expiry removes the stream's snapshot; the query restarts.
+    """
+    t = catalog.create_table("artemis.downlinks", schema=DOWNLINKS_SCHEMA, partition_by=["mission_id"])
+    stream_rows = source_files(tmp_path / "source", 1, 6_000)
+    checkpoint = tmp_path / "checkpoint"
+    start_stream(spark, catalog, tmp_path / "source", checkpoint).awaitTermination()
+    (stream_snapshot,) = t.refresh().snapshots()
+    assert stream_snapshot.summary[BATCH_ID] == "0"
+    # A driver killed between the two leaves batch 0 in the offset log and not in the commit log:
+    # Spark writes commits/<id> (and its .crc) only after the sink's commit returned, and
+    # nothing else in the checkpoint depends on it.
+    for name in os.listdir(checkpoint / "commits"):
+        if name in ("0", ".0.crc"):
+            os.remove(checkpoint / "commits" / name)
+    assert "0" in os.listdir(checkpoint / "offsets") and not os.listdir(checkpoint / "commits")
+
+    other_rows = downlinks(1_000, seed=99, start_us=START_US - 10**12)
+    catalog.load_table("artemis.downlinks").append(other_rows)
+    t.maintenance.expire_snapshots(older_than=timedelta(0), retain_last=1)
+    assert not t.refresh().metadata.has_snapshot(stream_snapshot.snapshot_id)
+    assert last_batch_in_history(t.metadata, stream_snapshot.summary[WRITER_ID]) is None  # history alone forgot it
+
+    start_stream(spark, catalog, tmp_path / "source", checkpoint).awaitTermination()
+    assert "0" in os.listdir(checkpoint / "commits")  # Spark ran batch 0 again, and recorded it this time
+    t.refresh()
+    assert len(t.snapshots()) == 1  # the replay committed nothing
+    assert t.scan().count() == 7_000
+    assert sorted_rows(t.scan().to_arrow()) == sorted_rows(pa.concat_tables([stream_rows, other_rows]))
+    assert t.last_committed_batch(stream_snapshot.summary[WRITER_ID]) == 0
     assert data_files_on_disk(t) == live_paths(t)  # the replay's files were deleted
     assert t.check().ok
 

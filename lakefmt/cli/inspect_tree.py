@@ -1,4 +1,4 @@
-"""``lakefmt inspect``: print the file tree of one snapshot (spec/manifests.md, spec/metadata.md).
+"""The tree ``lakefmt inspect`` prints: the file tree of one snapshot (spec/manifests.md, spec/metadata.md).
 
 The tree follows the spec's structure exactly: the snapshot names a manifest list,
 its rows name manifests, and their entries name data files with partition values,
@@ -25,7 +25,7 @@ import struct
 from typing import IO, Any
 from urllib.parse import unquote
 
-from lakefmt.cli_format import human_bytes, show_value
+from lakefmt.cli.format import human_bytes, show_value
 from lakefmt.conversions import from_bytes, to_python
 from lakefmt.manifest import DataFile, EntryStatus, ManifestFile
 from lakefmt.manifest_io import read_manifest, read_manifest_list
@@ -112,7 +112,7 @@ def print_tree(table: Table, *, out: IO[str], snapshot_id: int | None = None, st
     """Print snapshot -> manifest list -> manifests -> data files for ``table``."""
     metadata = table.metadata
     io = table.io
-    snap: Snapshot | None = (metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None
+    snap: Snapshot | None = (metadata.snapshot_by_id(snapshot_id, table=table.name) if snapshot_id is not None
                              else metadata.current_snapshot)
     w = out.write
     w(f"table     {table.name}\n")

@@ -1,9 +1,5 @@
 """``lakefmt expire | orphans | rollback | stats | check``: maintenance commands (spec/maintenance.md).
 
-Wired into ``lakefmt`` by :func:`add_maintenance_parsers`; every handler gets the
-global options (``--warehouse``, ``--catalog-path``, ``--storage-option``) and opens
-the catalog with :func:`lakefmt.cli.open_catalog`.
-
 Example:
     $ lakefmt expire artemis.downlinks --older-than 7d --retain-last 10
     $ lakefmt orphans artemis.downlinks --older-than 3d            # dry run: lists orphans
@@ -25,8 +21,8 @@ import re
 import sys
 from typing import Any
 
-from lakefmt.cli import CliError, _global_options, open_catalog
-from lakefmt.cli_format import FORMATS, human_bytes, print_records
+from lakefmt.cli.format import FORMATS, human_bytes, print_records
+from lakefmt.cli.options import CliError, add_command, open_catalog
 
 EXIT_VIOLATIONS = 3
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
@@ -59,6 +55,8 @@ def cmd_expire(args: argparse.Namespace) -> int:
           "metadata files")
     for path in result.failed_deletes:
         print(f"warning: could not delete {path} (left for orphan removal)", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -73,8 +71,13 @@ def cmd_orphans(args: argparse.Namespace) -> int:
     verb = "orphan(s) found (dry run; --delete removes them)" if result.dry_run else "orphan(s) deleted"
     print(f"{len(result.orphan_files)} {verb}, {human_bytes(result.orphan_bytes)}; "
           f"listed {result.listed_files} "
-          f"files: {result.referenced_files} referenced, {result.in_flight_files} in flight (leased), "
-          f"{result.too_young_files} younger than {age}", file=sys.stderr)
+          f"files: {result.referenced_files} referenced, {result.in_flight_files} in flight (named with the "
+          f"token of a live write lease: not committed yet), {result.too_young_files} younger than {age}",
+          file=sys.stderr)
+    if result.superseded_metadata_files:
+        print(f"{len(result.superseded_metadata_files)} of the orphans are old metadata files that fell out of the "
+              "metadata-log (write.metadata.previous-versions-max, default 100): no commit can make them current "
+              "again, so they are safe to delete (MAINT-6)", file=sys.stderr)
     for path in result.failed_deletes:
         print(f"warning: could not delete {path}", file=sys.stderr)
     return 0
@@ -101,9 +104,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
                                ("historical (only older snapshots)", stats.historical_files,
                                 stats.historical_bytes),
                                ("metadata", stats.metadata_files, stats.metadata_bytes),
-                               ("orphan", stats.orphan_files, stats.orphan_bytes),
-                               ("in flight (leased)", stats.in_flight_files, stats.in_flight_bytes)):
+                               ("orphan (unreferenced)", stats.orphan_files, stats.orphan_bytes),
+                               ("  of which superseded metadata", stats.superseded_metadata_files,
+                                stats.superseded_metadata_bytes),
+                               ("in flight (uncommitted, leased)", stats.in_flight_files, stats.in_flight_bytes)):
         print(f"  {label:36} {files:>8} files {human_bytes(size):>12}")
+    if stats.superseded_metadata_files:
+        print("  superseded metadata: metadata files out of the metadata-log (write.metadata.previous-versions-max);"
+              " expiry or orphan removal deletes them (MAINT-6)")
     records: list[dict[str, Any]] = [{
         "partition": p.partition or "(unpartitioned)", "files": p.files, "bytes": p.bytes,
         "avg_file": human_bytes(int(p.average_file_size)), "small": p.small_files, "manifests": p.manifests,
@@ -131,23 +139,14 @@ HANDLERS = {"expire": cmd_expire, "orphans": cmd_orphans, "rollback": cmd_rollba
             "check": cmd_check}
 
 
-def run_maintenance(args: argparse.Namespace) -> int:
-    """Dispatch a parsed maintenance command (each sub-parser also sets its handler as ``func``)."""
-    return HANDLERS[args.command](args)
-
-
-def add_maintenance_parsers(subparsers: Any) -> None:
-    """Add ``expire``, ``orphans``, ``rollback``, ``stats`` and ``check`` to the ``lakefmt`` parser."""
-    common = argparse.ArgumentParser(add_help=False)
-    _global_options(common, suppress=True)
-
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        p = subparsers.add_parser(name, parents=[common], help=help, description=help)
-        p.set_defaults(func=HANDLERS[name])
+def register(subparsers: Any) -> None:
+    """Add ``expire``, ``orphans``, ``rollback``, ``stats`` and ``check``."""
+    def command(name: str) -> argparse.ArgumentParser:
+        p = add_command(subparsers, name, HANDLERS[name])
         p.add_argument("table", help="namespace.table")
         return p
 
-    p = command("expire", "remove old snapshots, then delete the files only they reached")
+    p = command("expire")
     p.add_argument("--older-than", metavar="AGE|TIME",
                    help="expire snapshots older than this age (7d, 12h, 0) or ISO time "
                         "(default: history.expire.max-snapshot-age-ms, 5 days)")
@@ -158,19 +157,19 @@ def add_maintenance_parsers(subparsers: Any) -> None:
                    help="expire exactly this snapshot (repeatable; ignores age and --retain-last)")
     p.add_argument("--dry-run", action="store_true", help="only report what would be removed")
 
-    p = command("orphans", "list (or with --delete, remove) files nothing references")
+    p = command("orphans")
     p.add_argument("--older-than", default="3d", metavar="AGE", help="grace period (default: 3d)")
     p.add_argument("--delete", action="store_true", help="delete the orphans (default: a dry run)")
 
-    p = command("rollback", "make an earlier snapshot of the current history current again")
+    p = command("rollback")
     p.add_argument("snapshot_id", type=int, help="the snapshot to return to")
     p.add_argument("--any", action="store_true",
                    help="allow any retained snapshot, not only an ancestor (set-current-snapshot)")
 
-    p = command("stats", "live, historical and orphan storage, and per-partition file sizes")
+    p = command("stats")
     p.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
 
-    p = command("check", "validate a table against the spec; exit status 3 on any violation")
+    p = command("check")
     p.add_argument("--level", choices=("metadata", "files", "full"), default="full",
                    help="metadata only, + file existence and sizes, + footers and rows (default: full)")
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format")
