@@ -29,6 +29,7 @@ from lakefmt.errors import AlreadyCommittedError
 from lakefmt.expressions import ALWAYS_TRUE, bind
 from lakefmt.idempotency import BATCH_ID, WRITER_ID, WriterBatch
 from lakefmt.leases import Leases
+from lakefmt.spark.job_leases import end_job_leases
 from lakefmt.manifest import DataFile
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ def delete_files(table: Table, files: Sequence[DataFile]) -> None:
 def release_tokens(table: Table, tokens: Sequence[str]) -> None:
     """End write-intent leases (CAT-10); never raises, since it runs after commits (COMMIT-15)."""
     try:
+        end_job_leases(tokens)
         leases = Leases(table.catalog)
         for token in sorted(set(tokens)):
             leases.release(table.metadata.table_uuid, "write", [token], owner=token)

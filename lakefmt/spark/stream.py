@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from lakefmt.errors import AlreadyCommittedError, ValidationError
+from lakefmt.errors import AlreadyCommittedError, ValidationError, WriteLeaseLostError
 from lakefmt.idempotency import WriterBatch
 from lakefmt.spark.commit import (
     JOB_ID,
@@ -36,6 +36,7 @@ from lakefmt.spark.commit import (
     release_tokens,
     tokens_of,
 )
+from lakefmt.spark.job_leases import check_job_lease
 from lakefmt.spark.options import lowered
 from lakefmt.spark.types import spark_arrow_schema
 from lakefmt.spark.writer import LakefmtCommitMessage, WriteJob, abort_job, job_committed, write_task
@@ -94,6 +95,11 @@ class LakefmtStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
             job_ids = sorted({m.job_id for m in messages if isinstance(m, LakefmtCommitMessage)})
             summary = {JOB_ID: ",".join(job_ids)}
             try:
+                try:
+                    check_job_lease(self.job.token)
+                except WriteLeaseLostError:
+                    delete_files(table, files)
+                    raise
                 snapshot = commit_files(table, files, overwrite=self.overwrite, summary=summary,
                                         writer_batch=WriterBatch(writer_id, batchId))
             except AlreadyCommittedError as exc:

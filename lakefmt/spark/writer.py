@@ -24,8 +24,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from lakefmt.errors import ValidationError
-from lakefmt.leases import Leases
+from lakefmt.errors import ValidationError, WriteLeaseLostError
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.properties import (
@@ -50,6 +49,7 @@ from lakefmt.spark.commit import (
     release_tokens,
     tokens_of,
 )
+from lakefmt.spark.job_leases import check_job_lease, lease_job
 from lakefmt.spark.options import DEFAULT_BUFFER_SIZE, TableRef, int_option, test_hooks
 from lakefmt.spark.types import check_writable, from_spark_arrow
 from lakefmt.write import WriteOptions, conform, write_data_files
@@ -98,10 +98,8 @@ def new_job(table: Table, ref: TableRef, spark_schema: StructType, options: dict
     meta = table.metadata
     check_writable(spark_schema, meta.schema)
     props = meta.properties
-    token = uuid.uuid4().hex[:16]
     ttl = int_option(options, "lease-seconds", int_property(props, WRITE_LEASE_SECONDS))
-    if not Leases(table.catalog).acquire(meta.table_uuid, "write", token, owner=token, ttl=ttl):
-        raise ValidationError(f"writer token {token} is leased by another writer")  # 64 random bits: never
+    token = lease_job(table, ttl)  # held and renewed on the driver until the commit or abort (SPARK-13)
     write_options = WriteOptions(
         target_file_size=int_option(options, "target-file-size", int_property(props, TARGET_FILE_SIZE)),
         compression_level=int_property(props, COMPRESSION_LEVEL), row_group_rows=int_property(props, ROW_GROUP_ROWS),
@@ -191,6 +189,11 @@ class LakefmtBatchWriter(DataSourceArrowWriter):
             raise ValidationError(f"table {table.name} was dropped and re-created during the write; "
                                   "nothing was committed")
         try:
+            try:
+                check_job_lease(self.job.token)
+            except WriteLeaseLostError:
+                delete_files(table, files)
+                raise
             snapshot = commit_files(table, files, overwrite=self.overwrite, requirement=AssertJobNotCommitted(
                 self.job.job_id), summary={JOB_ID: self.job.job_id})
         except AlreadyCommittedError:
