@@ -23,23 +23,30 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakefmt.errors import CorruptDataFileError, LakefmtError, MissingDependencyError, ValidationError
-from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator, to_arrow_expression
+from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator, residual, row_mask
 from lakefmt.expressions import (
-    ALWAYS_TRUE, AlwaysTrue, BoundExpression, Expression, bind, referenced_field_ids, to_expression,
+    ALWAYS_TRUE,
+    AlwaysFalse,
+    AlwaysTrue,
+    BoundExpression,
+    Expression,
+    bind,
+    referenced_field_ids,
+    to_expression,
 )
 from lakefmt.footer import row_group_metrics
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, ManifestFile
 from lakefmt.manifest_cache import read_entries, read_list
 from lakefmt.metadata import Snapshot, TableMetadata
-from lakefmt.schema import Schema, arrow_field_id
+from lakefmt.schema import Field, Schema, arrow_field_id
 from lakefmt.threads import thread_map
-from lakefmt.types import can_promote, from_arrow
+from lakefmt.types import STRING, can_promote, from_arrow
 
 IO_THREADS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 
@@ -139,9 +146,14 @@ class DataScan:
         partition_evals = {spec_id: PartitionEvaluator(self.row_filter, self.metadata.spec_by_id(spec_id),
                                                        self.schema) for spec_id in evaluators}
 
+        unfiltered = isinstance(self.row_filter, AlwaysTrue)
+
         def plan_manifest(m: ManifestFile) -> tuple[int, list[FileScanTask]]:
             entries = read_entries(self.io, f"{location}/{m.path}", m, self.metadata.spec_by_id(m.spec_id),
                                    self.schema)
+            if unfiltered:  # every live entry is planned (READ-5, READ-9)
+                tasks = [FileScanTask(e.data_file, f"{location}/{e.data_file.path}") for e in entries if e.is_live]
+                return len(tasks), tasks
             tasks, considered = [], 0
             partitions = partition_evals[m.spec_id]
             for e in entries:
@@ -220,89 +232,185 @@ class DataScan:
     def _metrics(self) -> MetricsEvaluator:
         return MetricsEvaluator(self.row_filter, self.schema)
 
+    @cached_property
+    def _reader(self) -> FileReader:
+        return FileReader(self.io, self.schema, self.projected_schema, self.row_filter,
+                          None if isinstance(self.row_filter, AlwaysTrue) else self._metrics)
+
     def _read_task(self, task: FileScanTask) -> pa.Table:
-        return read_data_file(self.io, task.location, self.schema, self.projected_schema, self.row_filter,
-                              self._metrics, expected_rows=task.data_file.record_count)
+        return self._reader.read(task.location, expected_rows=task.data_file.record_count, data_file=task.data_file)
 
 
 def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: Schema,
                    row_filter: BoundExpression, metrics: MetricsEvaluator | None = None, *,
-                   expected_rows: int | None = None) -> pa.Table:
+                   expected_rows: int | None = None, data_file: DataFile | None = None) -> pa.Table:
     """Read one data file projected to ``projected`` by field id, filtered exactly (READ-6..READ-8).
 
     Row groups whose footer statistics prove that no row matches are not read (READ-11);
     ``metrics`` is the filter's evaluator, built here when not given. With a filter, the
     filter's columns are read first and the other projected columns only from the row
     groups where some row matched, and only those rows are kept (late materialization):
-    a selective query does not decompress a wide column it will not return.
-    ``expected_rows`` is the manifest's ``record_count``: a footer that disagrees, like a
-    file with no field ids, is not the file the manifest describes (READ-12).
+    a selective query does not decompress a wide column it will not return. ``data_file``
+    is the file's manifest entry: the leaves of the filter its statistics decide for every
+    row are not evaluated, and their columns not read (READ-13). ``expected_rows`` is the
+    manifest's ``record_count``: a footer that disagrees, like a file with no field ids, is
+    not the file the manifest describes (READ-12).
 
     Raises:
         CorruptDataFileError: the file is missing, unreadable or not the table's (READ-10, READ-12).
     """
-    try:
-        with io.open_input(location) as source:
-            parquet = pq.ParquetFile(source)
-            file_names = data_file_field_ids(parquet, location, expected_rows)
-            groups = matching_row_groups(parquet, table_schema, row_filter, metrics)
-            if isinstance(row_filter, AlwaysTrue):
-                table = _read_fields(parquet, groups, projected.fields, file_names, location)
-            else:
-                table = _read_filtered(parquet, groups, table_schema, projected, row_filter, file_names, location)
-    except FileNotFoundError as exc:
-        raise CorruptDataFileError(f"data file {location} is referenced by the table but missing "
-                                   "(READ-10); restore it from a copy") from exc
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise CorruptDataFileError(f"data file {location} is not a readable Parquet file (READ-10): {exc}; "
-                                   "restore the file the table wrote") from exc
-    return table.select([f.name for f in projected.fields]).cast(_plain_arrow_schema(projected))
+    reader = FileReader(io, table_schema, projected, row_filter, metrics)
+    return reader.read(location, expected_rows=expected_rows, data_file=data_file)
 
 
-_POSITION = "__lakefmt_position"
+@dataclass(frozen=True)
+class _FilterColumns:
+    """What a (residual) filter needs from a file: its columns, and the projected columns besides."""
+
+    filter_ids: frozenset[int]
+    filter_fields: tuple[Field, ...]
+    rest: tuple[Field, ...]
 
 
-def _read_filtered(parquet: pq.ParquetFile, groups: list[int] | None, table_schema: Schema, projected: Schema,
-                   row_filter: BoundExpression, file_names: dict[int, str], location: str) -> pa.Table:
-    """The rows of ``groups`` that match ``row_filter``: filter columns first, then the rest (READ-8)."""
-    filter_ids = referenced_field_ids(row_filter)
-    filter_fields = [f for f in (table_schema.field_by_id(fid) for fid in sorted(filter_ids)) if f is not None]
-    rest = [f for f in projected.fields if f.id not in filter_ids]
-    groups = list(range(parquet.metadata.num_row_groups)) if groups is None else groups
-    if not groups:
-        return _plain_arrow_schema(projected).empty_table()
-    keys = _read_fields(parquet, groups, filter_fields, file_names, location)
-    keys = keys.append_column(_POSITION, pa.array(range(keys.num_rows), pa.int64()))
-    matched = keys.filter(to_arrow_expression(row_filter, lambda fid: _name_of(table_schema, fid)))
-    if not rest:
-        return matched.drop_columns([_POSITION])
-    positions = matched.column(_POSITION).to_numpy()
-    if len(positions) == keys.num_rows:
-        others = _read_fields(parquet, groups, rest, file_names, location)
-    else:
-        # Only the row groups holding a match are read; positions are renumbered into them.
-        sizes = [parquet.metadata.row_group(g).num_rows for g in groups]
-        starts = np.concatenate([[0], np.cumsum(sizes)])
-        owner = np.searchsorted(starts, positions, side="right") - 1
-        hit = np.unique(owner)
-        shift = np.zeros(len(groups), dtype=np.int64)
-        shift[hit] = starts[hit] - np.concatenate([[0], np.cumsum(np.asarray(sizes)[hit])[:-1]])
-        others = _read_fields(parquet, [groups[i] for i in hit], rest, file_names, location)
-        others = others.take(pa.array(positions - shift[owner])) if len(positions) else others.slice(0, 0)
-    for field in rest:
-        matched = matched.append_column(field.name, others.column(field.name))
-    return matched.drop_columns([_POSITION])
+class FileReader:
+    """Reads data files for one scan: the per-scan work (schemas, evaluators) is done once (READ-6..READ-13).
+
+    Thread-safe: a scan reads its files in parallel through one reader.
+    """
+
+    def __init__(self, io: FileIO, table_schema: Schema, projected: Schema, row_filter: BoundExpression,
+                 metrics: MetricsEvaluator | None = None) -> None:
+        self.io = io
+        self.table_schema = table_schema
+        self.projected = projected
+        self.row_filter = row_filter
+        self.unfiltered = isinstance(row_filter, AlwaysTrue)
+        self.metrics = None if self.unfiltered else metrics or MetricsEvaluator(row_filter, table_schema)
+        self.output = _plain_arrow_schema(projected)
+        # Pre-buffering coalesces the column reads into few requests: a gain on object stores and
+        # for whole files, a copy for nothing when a filtered read of a local file takes a few columns.
+        self.pre_buffer = self.unfiltered or getattr(io, "scheme", "file") != "file"
+        self._names = {f.id: f.name for f in table_schema.fields}
+        self._columns: dict[Any, _FilterColumns] = {}
+        self._dictionary_names = [] if self.unfiltered else sorted(
+            f.name for f in (table_schema.field_by_id(fid) for fid in referenced_field_ids(row_filter))
+            if f is not None and f.type == STRING)
+
+    def read(self, location: str, *, expected_rows: int | None = None, data_file: DataFile | None = None
+             ) -> pa.Table:
+        """The rows of one data file that match the filter, with the projected columns (see read_data_file)."""
+        try:
+            with self.io.open_input(location) as source:
+                parquet = self._open(source)
+                file_names = data_file_field_ids(parquet, location, expected_rows)
+                if self.metrics is None:
+                    return _read_fields(parquet, None, self.projected.fields, file_names, location, self.output)
+                remaining = self.metrics.expr if data_file is None else residual(self.metrics.expr, data_file)
+                if isinstance(remaining, AlwaysFalse):
+                    return self.output.empty_table()
+                groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
+                if groups is not None and not groups:
+                    return self.output.empty_table()
+                if isinstance(remaining, AlwaysTrue):
+                    return _read_fields(parquet, groups, self.projected.fields, file_names, location, self.output)
+                return self._read_filtered(parquet, groups, remaining, file_names, location)
+        except FileNotFoundError as exc:
+            raise CorruptDataFileError(f"data file {location} is referenced by the table but missing "
+                                       "(READ-10); restore it from a copy") from exc
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise CorruptDataFileError(f"data file {location} is not a readable Parquet file (READ-10): {exc}; "
+                                       "restore the file the table wrote") from exc
+
+    def _open(self, source: Any) -> pq.ParquetFile:
+        """The file's reader; the filter's string columns read as dictionaries (compared on their dictionary).
+
+        They are named by the table's names; a file where one is missing (the column was renamed
+        or added since) is opened without. Any string column so named reads as a dictionary;
+        ``_read_fields`` decodes it unless it is a filter column.
+        """
+        if self._dictionary_names:
+            try:
+                return pq.ParquetFile(source, pre_buffer=self.pre_buffer, read_dictionary=self._dictionary_names)
+            except KeyError:
+                pass
+        return pq.ParquetFile(source, pre_buffer=self.pre_buffer)
+
+    def _filter_columns(self, row_filter: Expression) -> _FilterColumns:
+        key = id(row_filter) if row_filter is self.metrics.expr else row_filter  # type: ignore[union-attr]
+        found = self._columns.get(key)
+        if found is None:
+            ids = frozenset(referenced_field_ids(row_filter))
+            fields = tuple(f for f in (self.table_schema.field_by_id(fid) for fid in sorted(ids)) if f is not None)
+            found = _FilterColumns(ids, fields, tuple(f for f in self.projected.fields if f.id not in ids))
+            self._columns[key] = found
+        return found
+
+    def _read_filtered(self, parquet: pq.ParquetFile, groups: list[int] | None,
+                       row_filter: Expression, file_names: dict[int, str], location: str) -> pa.Table:
+        """The rows of ``groups`` that match ``row_filter``: filter columns first, then the rest (READ-8).
+
+        String columns of the filter come as dictionaries where the file was opened so (see
+        ``_open``) and are compared on their dictionary (EXPR-10).
+        """
+        columns = self._filter_columns(row_filter)
+        keys = _read_fields(parquet, groups, columns.filter_fields, file_names, location, keep_dictionary=True,
+                            use_threads=False)
+        mask = row_mask(row_filter, keys, self._names.get)
+        positions = pc.indices_nonzero(mask)
+        if len(positions) == 0:
+            return self.output.empty_table()
+        rest = columns.rest
+        others = None
+        if len(positions) == keys.num_rows:
+            matched = keys
+            if rest:
+                others = _read_fields(parquet, groups, rest, file_names, location, use_threads=False)
+        else:
+            matched = keys.take(positions)
+            if rest:
+                others = self._read_rows(parquet, groups, rest, file_names, location, mask, positions)
+        arrays = [matched.column(f.name) if f.id in columns.filter_ids else others.column(f.name)  # type: ignore[union-attr]
+                  for f in self.projected.fields]
+        table = pa.table(arrays, names=self.output.names)
+        return table if table.schema == self.output else table.cast(self.output)
+
+    @staticmethod
+    def _read_rows(parquet: pq.ParquetFile, groups: list[int] | None, fields: Sequence[Field],
+                   file_names: dict[int, str], location: str, mask: pa.ChunkedArray, positions: pa.Array
+                   ) -> pa.Table:
+        """``fields`` of the rows where ``mask`` (over ``groups``) is true, reading only the row groups
+        holding one; ``positions`` are those rows' numbers. Arrow kernels only: numpy is not required."""
+        footer = parquet.metadata
+        groups = list(range(footer.num_row_groups)) if groups is None else groups
+        if len(groups) == 1:
+            return _read_fields(parquet, groups, fields, file_names, location, use_threads=False).take(positions)
+        hit, parts, start = [], [], 0
+        for group in groups:
+            rows = footer.row_group(group).num_rows
+            part = mask.slice(start, rows)
+            start += rows
+            if pc.any(part).as_py():
+                hit.append(group)
+                parts.extend(part.chunks)
+        others = _read_fields(parquet, hit, fields, file_names, location, use_threads=False)
+        # The mask of the groups read numbers their rows as the read table does.
+        return others.take(pc.indices_nonzero(pa.chunked_array(parts, pa.bool_())))
 
 
 def _read_fields(parquet: pq.ParquetFile, groups: list[int] | None, fields: Sequence[Any],
-                 file_names: dict[int, str], location: str) -> pa.Table:
+                 file_names: dict[int, str], location: str, output: pa.Schema | None = None, *,
+                 keep_dictionary: bool = False, use_threads: bool = True) -> pa.Table:
     """``fields`` of the table, from ``groups`` of the file (all when None), by field id (READ-6).
 
     A field the file does not hold reads as nulls (added after the file was written);
-    a narrower stored type is widened (SCHEMA-6).
+    a narrower stored type is widened (SCHEMA-6). With ``output`` (the plain Arrow schema of
+    ``fields``), the result is cast to it (READ-7); with ``keep_dictionary``, a column read as
+    a dictionary of the field's type stays one. ``use_threads`` decodes columns in parallel
+    (worth it for whole files; a selective read is parallel across files instead).
     """
     names = [file_names[f.id] for f in fields if f.id in file_names]
-    raw = parquet.read(columns=names) if groups is None else parquet.read_row_groups(groups, columns=names)
+    raw = (parquet.read(columns=names, use_threads=use_threads) if groups is None
+           else parquet.read_row_groups(groups, columns=names, use_threads=use_threads))
     rows = raw.num_rows if names else (
         parquet.metadata.num_rows if groups is None else sum(parquet.metadata.row_group(g).num_rows for g in groups))
     arrays = []
@@ -314,6 +422,11 @@ def _read_fields(parquet: pq.ParquetFile, groups: list[int] | None, fields: Sequ
             continue
         column = raw.column(name)
         if column.type != target:
+            if keep_dictionary and pa.types.is_dictionary(column.type) and column.type.value_type == target:
+                arrays.append(column)
+                continue
+            if pa.types.is_dictionary(column.type):
+                column = column.cast(column.type.value_type)
             try:
                 stored = from_arrow(column.type)
             except LakefmtError:
@@ -326,8 +439,12 @@ def _read_fields(parquet: pq.ParquetFile, groups: list[int] | None, fields: Sequ
             column = column.cast(target)  # widened type (SCHEMA-6)
         arrays.append(column)
     if not arrays:
-        return pa.table({}).append_column("__rows", pa.nulls(rows)).drop_columns(["__rows"])
-    return pa.table(arrays, names=[f.name for f in fields])
+        table = pa.table({}).append_column("__rows", pa.nulls(rows)).drop_columns(["__rows"])
+    else:
+        table = pa.table(arrays, names=[f.name for f in fields])
+    if output is not None and table.schema != output:
+        table = table.cast(output)
+    return table
 
 
 def data_file_field_ids(parquet: pq.ParquetFile, location: str, expected_rows: int | None) -> dict[int, str]:
