@@ -25,7 +25,8 @@ class Property:
 
 TARGET_FILE_SIZE = Property("write.target-file-size-bytes", 128 * MiB, 1, None,
                             "Writers roll data files when this many bytes have been written.")
-COMPRESSION_LEVEL = Property("write.parquet.compression-level", 3, 1, 22, "ZSTD level of data files.")
+COMPRESSION_LEVEL = Property("write.parquet.compression-level", 1, 1, 22,
+                             "ZSTD level of data files a write makes (compaction: compaction.zstd-level).")
 ROW_GROUP_ROWS = Property("write.parquet.row-group-rows", 131_072, 1, None, "Rows per Parquet row group.")
 MIN_COMPRESSION_SAVING = Property("write.parquet.min-compression-saving", 0.1, 0, 1,
                                   "Columns ZSTD shrinks by less than this fraction are stored uncompressed "

@@ -90,8 +90,8 @@ class Compaction:
                 min_input_files: int | None = None, max_group_size: int | None = None,
                 min_age_seconds: float | None = None, max_concurrent_groups: int | None = None,
                 read_mb_per_s: float | None = None, quiet_windows: str | None = None,
-                zstd_level: int | None = None, lease_seconds: float | None = None,
-                **unknown: Any) -> CompactionOptions:
+                zstd_level: int | None = None, lease_seconds: float | None = None, verify: str | None = None,
+                sorted_row_group_rows: int | None = None, **unknown: Any) -> CompactionOptions:
         """The effective options: table properties, overridden by the non-None arguments (COMPACT-1).
 
         Raises:
@@ -105,7 +105,8 @@ class Compaction:
             self.table.metadata.properties, target_file_size=target_file_size, small_file_ratio=small_file_ratio,
             min_input_files=min_input_files, max_group_size=max_group_size, min_age_seconds=min_age_seconds,
             max_concurrent_groups=max_concurrent_groups, read_mb_per_s=read_mb_per_s,
-            quiet_windows=quiet_windows, zstd_level=zstd_level, lease_seconds=lease_seconds)
+            quiet_windows=quiet_windows, zstd_level=zstd_level, lease_seconds=lease_seconds, verify=verify,
+            sorted_row_group_rows=sorted_row_group_rows)
 
     def plan(self, strategy: Strategy = "binpack", *, sort_by: Sequence[str] | None = None,
              columns: Sequence[str] | None = None, filter: str | Expression | None = None,

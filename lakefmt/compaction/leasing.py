@@ -6,7 +6,7 @@ partitions finished since the last start, takes the new partition's lease and re
 the table's current metadata location (to drop groups whose files are gone,
 COMPACT-18). A lease is renewed before a commit only once half its lifetime has
 passed, and the leases still held when the run ends go in one last session. Per
-group that leaves the partition start and the commit's own session.
+partition that leaves the partition start; its groups share commits (COMPACT-18).
 
 Example:
     >>> leases = PartitionLeases(table, owner="compactor:a", ttl=900.0)

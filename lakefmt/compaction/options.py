@@ -58,10 +58,20 @@ ZSTD_LEVEL = Property("compaction.zstd-level", 3, 1, 22, "ZSTD level of compacti
 LEASE_SECONDS = Property(
     "compaction.lease-seconds", 900, 1, None,
     "Lifetime of a partition lease; renewed before every commit, taken over once expired.")
+VERIFY = Property(
+    "compaction.verify", "written",
+    doc="How outputs are checked against inputs (COMPACT-17): 'written' hashes the rows handed to the writer "
+        "and reads the footers back; 'read-back' also decodes and hashes the outputs from storage.")
+VERIFY_MODES = ("written", "read-back")
+SORTED_ROW_GROUP_ROWS = Property(
+    "compaction.sorted-row-group-rows", 16_384, 1, None,
+    "Rows per Parquet row group of sort and Z-order outputs: small row groups let selective "
+    "reads skip all but a few rows of a clustered file.")
 
 COMPACTION_PROPERTIES = (TARGET_FILE_SIZE_BYTES, SMALL_FILE_THRESHOLD_RATIO, MIN_INPUT_FILES,
                          MAX_GROUP_SIZE_BYTES, MIN_AGE_SECONDS, MAX_CONCURRENT_GROUPS,
-                         READ_BANDWIDTH_MB_PER_S, QUIET_WINDOWS, ZSTD_LEVEL, LEASE_SECONDS)
+                         READ_BANDWIDTH_MB_PER_S, QUIET_WINDOWS, ZSTD_LEVEL, LEASE_SECONDS, VERIFY,
+                         SORTED_ROW_GROUP_ROWS)
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,8 @@ class CompactionOptions:
     quiet_windows: str = ""
     zstd_level: int = 3
     lease_seconds: float = 900
+    verify: str = "written"
+    sorted_row_group_rows: int = 16_384
 
     @property
     def small_file_threshold(self) -> int:
@@ -90,9 +102,11 @@ _BY_FIELD: dict[str, Property] = {
     "min_input_files": MIN_INPUT_FILES, "max_group_size": MAX_GROUP_SIZE_BYTES,
     "min_age_seconds": MIN_AGE_SECONDS, "max_concurrent_groups": MAX_CONCURRENT_GROUPS,
     "read_mb_per_s": READ_BANDWIDTH_MB_PER_S, "quiet_windows": QUIET_WINDOWS, "zstd_level": ZSTD_LEVEL,
-    "lease_seconds": LEASE_SECONDS,
+    "lease_seconds": LEASE_SECONDS, "verify": VERIFY,
+    "sorted_row_group_rows": SORTED_ROW_GROUP_ROWS,
 }
-_INTEGERS = {"target_file_size", "min_input_files", "max_group_size", "max_concurrent_groups", "zstd_level"}
+_INTEGERS = {"target_file_size", "min_input_files", "max_group_size", "max_concurrent_groups", "zstd_level",
+             "sorted_row_group_rows"}
 
 
 def resolve_options(properties: Mapping[str, str], **overrides: Any) -> CompactionOptions:
@@ -117,6 +131,11 @@ def resolve_options(properties: Mapping[str, str], **overrides: Any) -> Compacti
             text = override if override is not None else props.get(prop.name, prop.default)
             parse_quiet_windows(str(text))
             values[f.name] = str(text)
+        elif f.name == "verify":
+            mode = str(override if override is not None else props.get(prop.name, prop.default)).strip().lower()
+            if mode not in VERIFY_MODES:
+                raise ValidationError(f"{prop.name} must be one of {', '.join(VERIFY_MODES)}, not {mode!r}")
+            values[f.name] = mode
         elif f.name in _INTEGERS:
             values[f.name] = int_property(props, prop, override)
         else:

@@ -20,14 +20,22 @@ definitions give) and reorder it one slice at a time, so the group is held once.
 
 Outputs are ZSTD Parquet files named ``compact-...`` with statistics from their
 footers (COMPACT-16) and the encodings every writer chooses (:mod:`lakefmt.encoding`,
-WRITE-7). Before returning, the outputs are
-read back and must hold exactly the input rows: same count, same order-independent
-checksum (COMPACT-17); otherwise they are deleted and
+WRITE-7). Before returning, the outputs must hold exactly the input rows (COMPACT-17):
+the checksum of the rows as read must equal the checksum of the rows handed to the
+Parquet writer (what any reordering, merging or concatenation produced), and the
+footers read back from storage must count the same rows. With ``read_back`` the
+outputs are also decoded from storage and hashed (the writer's encoding is then
+checked too). On a mismatch the outputs are deleted and
 :class:`~lakefmt.errors.ChecksumMismatchError` is raised.
 
-Cost of a bin-pack rewrite, profiled on ~100 MB groups of Artemis-like rows
-(benchmarks/README.md, *Compaction*): writing ~45 % of the CPU, reading the inputs ~30 %,
-verification (hashing the inputs, decoding and hashing the outputs) ~25 %.
+Sort and Z-order outputs use small row groups (``compaction.sorted-row-group-rows``,
+COMPACT-16) so that selective reads of clustered rows prune nearly every row group.
+
+CPU of a bin-pack rewrite of one day of the telemetry data (benchmarks/telemetry_data.py,
+1 million rows in 100 files of 1 MB; pyarrow 26, ZSTD 3): writing 1.37 s, of which
+ZSTD-compressing the 200-byte ``payload`` column takes 1.13 s; reading the inputs 0.29 s;
+each of the two row hashes 0.065 s. Decoding the outputs again (``read_back``) costs
+about as much as reading the inputs.
 """
 
 from __future__ import annotations
@@ -38,12 +46,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakefmt.compaction.merge import merge_sorted
 from lakefmt.compaction.options import Strategy
 from lakefmt.compaction.ranks import sort_indices
 from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, read_table
-from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, parquet_checksum
+from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, checksum, parquet_checksum
 from lakefmt.compaction.zorder import zorder_indices
 from lakefmt.errors import ChecksumMismatchError, CompactionError
 from lakefmt.io import FileIO
@@ -56,6 +65,7 @@ Method = Literal["stream", "merge", "memory-sort", "zorder"]
 Hook = Callable[[str, dict[str, Any]], None]
 MAX_MERGE_INPUTS = 512  # open files of one streaming merge; more inputs are sorted in memory
 FLUSH_BYTES = 64 * 1024 * 1024
+SINK_ROWS = 131_072  # fewest rows handed to the writer at once (it splits them into row groups)
 TAKE_ROWS = 1_048_576  # rows reordered per take; smaller slices cost a per-call pass over the group's chunks
 
 
@@ -76,6 +86,7 @@ class RewriteTask:
     output_sort_order_id: int | None = None
     inputs_sorted: bool = False
     verify: bool = True
+    read_back: bool = False  # COMPACT-17 also decodes the outputs from storage (compaction.verify=read-back)
 
 
 @dataclass(frozen=True)
@@ -110,8 +121,9 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
     writer = RollingFileWriter(io, task.location, task.schema, task.spec, task.partition, task.write_options,
                                sort_order_id=task.output_sort_order_id)
     inputs = RowChecksum()
+    written = _Hashed()
     try:
-        sink = _Sink(writer, task.write_options.row_group_rows)
+        sink = _Sink(writer, max(task.write_options.row_group_rows, SINK_ROWS), written if task.verify else None)
         method = _write_rows(io, task, sink, inputs, throttle)
         sink.flush()
         outputs = tuple(writer.close())
@@ -122,7 +134,8 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
         if inputs.value.rows != expected:
             raise CompactionError(f"group {task.group_id}: inputs hold {inputs.value.rows} rows but their "
                                   f"manifest entries say {expected}")
-        output_sum = _verify(io, task, outputs, inputs.value, throttle) if task.verify else inputs.value
+        output_sum = _verify(io, task, outputs, inputs.value, written.value, throttle) if task.verify \
+            else inputs.value
     except BaseException:
         writer.abort()  # deletes every file this rewrite started: nothing references them (COMPACT-21)
         raise
@@ -197,34 +210,63 @@ def _checked(batches: Iterator[pa.RecordBatch], acc: RowChecksum) -> Iterator[pa
         yield batch
 
 
-def _verify(io: FileIO, task: RewriteTask, outputs: tuple[DataFile, ...], expected: Checksum,
+def _verify(io: FileIO, task: RewriteTask, outputs: tuple[DataFile, ...], expected: Checksum, written: Checksum,
             throttle: Callable[[int], None] | None) -> Checksum:
-    """Read the outputs back and compare them with the inputs (COMPACT-17).
+    """Check that the outputs hold exactly the input rows (COMPACT-17); the outputs' checksum.
 
-    A local output is decoded and hashed by DuckDB from the Parquet file itself when
-    DuckDB types its columns as it typed the input rows (:func:`parquet_checksum`);
-    any other output is read back with pyarrow, batch by batch, and hashed like the inputs.
+    Always: the rows handed to the Parquet writer have the inputs' checksum, and every
+    output's footer, read back from storage, counts the rows its manifest entry will
+    declare, together the inputs' rows. With ``task.read_back`` the outputs are also
+    decoded from storage and hashed: a local output by DuckDB from the Parquet file
+    itself when DuckDB types its columns as it typed the input rows
+    (:func:`parquet_checksum`), any other with pyarrow, batch by batch.
     """
+    stored = _stored_rows(io, task, outputs)
+    got = written
+    if task.read_back:
+        got = _decoded(io, task, outputs, throttle)
+    declared = sum(f.record_count for f in outputs)
+    if got != expected or stored != declared or declared != expected.rows:
+        source = "as decoded from storage" if task.read_back else "as handed to the writer"
+        raise ChecksumMismatchError(
+            f"group {task.group_id}: outputs hold {got} {source} (footers in storage say {stored} rows, the "
+            f"writer {declared}) but the inputs hold {expected}; the outputs were deleted and nothing was committed")
+    return got
+
+
+def _stored_rows(io: FileIO, task: RewriteTask, outputs: tuple[DataFile, ...]) -> int:
+    """Rows counted by the outputs' footers as read back from storage; a file whose footer
+    disagrees with what the writer recorded, or cannot be read, fails the group."""
+    total = 0
+    for f in outputs:
+        location = _abs(task, f)
+        try:
+            with io.open_input(location) as source:
+                rows = pq.read_metadata(source).num_rows
+        except (OSError, pa.ArrowException) as exc:
+            raise ChecksumMismatchError(f"group {task.group_id}: output {location} cannot be read back: {exc}; "
+                                        "the outputs were deleted and nothing was committed") from exc
+        total += rows
+    return total
+
+
+def _decoded(io: FileIO, task: RewriteTask, outputs: tuple[DataFile, ...],
+             throttle: Callable[[int], None] | None) -> Checksum:
+    """The checksum of the outputs as decoded from storage (``compaction.verify = read-back``)."""
     acc = RowChecksum()
     direct = EMPTY
     arrow_schema = task.schema.to_arrow()
     for f in outputs:
         location = _abs(task, f)
         if throttle is not None:
-            throttle(f.file_size_bytes)  # outputs read back count against the read budget (COMPACT-25)
+            throttle(f.file_size_bytes)  # outputs decoded again count against the read budget (COMPACT-25)
         by_duckdb = parquet_checksum(io.fs_path(location), arrow_schema) if io.scheme == "file" else None
         if by_duckdb is not None:
             direct = direct + by_duckdb
             continue
         for batch in iter_batches(io, location, task.schema, batch_rows=262_144, size_hint=f.file_size_bytes):
             acc.update(batch)
-    got = acc.value + direct
-    declared = sum(f.record_count for f in outputs)
-    if got != expected or declared != expected.rows:
-        raise ChecksumMismatchError(
-            f"group {task.group_id}: outputs hold {got} (footers say {declared} rows) but the inputs "
-            f"hold {expected}; the outputs were deleted and nothing was committed")
-    return got
+    return acc.value + direct
 
 
 def _abs(task: RewriteTask, f: DataFile) -> str:
@@ -238,8 +280,9 @@ class _Sink:
     chunk is a whole row group's worth of rows, not one small input's.
     """
 
-    def __init__(self, writer: RollingFileWriter, row_group_rows: int) -> None:
+    def __init__(self, writer: RollingFileWriter, row_group_rows: int, hashed: _Hashed | None = None) -> None:
         self.writer = writer
+        self.hashed = hashed
         self.flush_rows = max(1, row_group_rows)
         self._parts: list[pa.Table] = []
         self._rows = 0
@@ -260,7 +303,19 @@ class _Sink:
             return
         table = _concat(self._parts)
         self._parts, self._rows, self._bytes = [], 0, 0
+        if self.hashed is not None:
+            self.hashed.add(table)  # exactly what the Parquet writer is given (COMPACT-17)
         self.writer.write(table)
+
+
+class _Hashed:
+    """The checksum of the tables handed to the writer, each hashed as it goes (nothing is held)."""
+
+    def __init__(self) -> None:
+        self.value = EMPTY
+
+    def add(self, table: pa.Table) -> None:
+        self.value = self.value + checksum(table)
 
 
 def _concat(parts: list[pa.Table]) -> pa.Table:

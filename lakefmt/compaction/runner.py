@@ -1,11 +1,13 @@
-"""Running a compaction: plan from a table, rewrite groups in parallel, commit each (COMPACT-18..COMPACT-28).
+"""Running a compaction: plan from a table, rewrite groups in parallel, commit them (COMPACT-18..COMPACT-28).
 
 :func:`plan_table` reads the live files of the current snapshot (with the time each
 was ingested) and hands them to the pure planner. :func:`run_plan` executes a plan:
 partition by partition, most fragmented first, it takes the partition's lease, runs
 the group rewrites on a bounded thread pool (paced by the read budget and the
-back-off hook), and commits every group as soon as it is rewritten, as its own
-``replace`` snapshot through the catalog's compare-and-swap. A group whose source
+back-off hook), and commits rewritten groups through the catalog's compare-and-swap
+as ``replace`` snapshots: a group of at least the target size as soon as it is
+rewritten, smaller ones together once they add up to the target size or nothing is
+running (one commit for a run of tiny partitions, COMPACT-18). A group whose source
 files were removed concurrently is dropped and its outputs deleted; appends that
 land meanwhile are rebased by the commit protocol; one failing group never blocks
 the others (partial progress, COMPACT-19). Leases only save work; the catalog's
@@ -172,6 +174,8 @@ def make_task(table: Table, plan: CompactionPlan, group: FileGroup) -> RewriteTa
     options = plan.options
     write = table.write_options(kind="compact", target_file_size=options.target_file_size,
                                 compression_level=options.zstd_level)
+    if plan.strategy != "binpack":  # clustered rows: small row groups prune selective reads (COMPACT-16)
+        write = replace(write, row_group_rows=options.sorted_row_group_rows)
     inputs_sorted = plan.target_sort_order_id is not None and all(
         f.sort_order_id == plan.target_sort_order_id for f in group.files)
     return RewriteTask(
@@ -179,7 +183,7 @@ def make_task(table: Table, plan: CompactionPlan, group: FileGroup) -> RewriteTa
         partition=group.partition, files=group.files, strategy=plan.strategy, write_options=write,
         sort_keys=plan.sort_keys, zorder_columns=plan.zorder_columns,
         output_sort_order_id=plan.target_sort_order_id if plan.strategy == "sort" else None,
-        inputs_sorted=inputs_sorted)
+        inputs_sorted=inputs_sorted, read_back=options.verify == "read-back")
 
 
 @under_write_lease  # CAT-10: the outputs stay protected however long the run takes
@@ -264,21 +268,28 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
             for g in groups:
                 running[pool.submit(work, make_task(table, plan, g))] = (g, key)
 
+    def commit(batch: list[tuple[Future[RewriteResult], tuple[FileGroup, str]]]) -> None:
+        keys = list(dict.fromkeys(key for _, (_, key) in batch))
+        for group_result in _commit_groups(table, plan, [(future, group) for future, (group, _) in batch], hook,
+                                           lambda: [leases.renew_if_due(k) for k in keys]):
+            finish(group_result)
+        for _, (_, key) in batch:
+            held[key] -= 1
+            if held[key] == 0:
+                del held[key]
+                leases.finished(key)
+
     try:
-        while queue or running:
+        while queue or running or committing:
             start_partitions()
-            if not running:
-                continue
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            committing.extend((future, running.pop(future)) for future in done)
-            start_partitions()  # the next rewrites start before these commits: no core waits on a commit
-            while committing:
-                future, (group, key) = committing.pop(0)  # from here on its outputs are the commit's to clean up
-                finish(_commit_group(table, plan, group, future, hook, lambda k=key: leases.renew_if_due(k)))
-                held[key] -= 1
-                if held[key] == 0:
-                    del held[key]
-                    leases.finished(key)
+            if running:
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                committing.extend((future, running.pop(future)) for future in done)
+                start_partitions()  # the next rewrites start before these commits: no core waits on a commit
+            # Finished groups share a commit until they are worth one of their own (COMPACT-18).
+            if committing and (not running or _ready_bytes(committing) >= plan.options.target_file_size):
+                batch, committing = committing, []  # from here on their outputs are the commit's to clean up
+                commit(batch)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         for future in [*running, *(f for f, _ in committing)]:  # rewritten, commit never tried: unreferenced
@@ -290,26 +301,72 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
                    status="stopped" if stopped else "done")
 
 
-def _commit_group(table: Table, plan: CompactionPlan, group: FileGroup, future: Future[RewriteResult],
-                  hook: Hook | None, renew_lease: Callable[[], None]) -> GroupResult:
-    """Commit one rewritten group as a ``replace`` snapshot (COMPACT-18)."""
-    base = GroupResult(group.group_id, group.partition_label, "failed", len(group.files), group.input_bytes)
-    try:
-        rewritten = future.result()
-    except Exception as exc:  # noqa: BLE001 - one bad group never blocks the others (COMPACT-19)
-        return replace(base, error=f"{type(exc).__name__}: {exc}")
-    outputs = list(rewritten.outputs)
-    done = replace(base, output_files=len(outputs), output_bytes=rewritten.output_bytes, rows=rewritten.rows,
-                   method=rewritten.method, seconds=rewritten.seconds)
-    renew_lease()
+def _ready_bytes(committing: list[tuple[Future[RewriteResult], tuple[FileGroup, str]]]) -> int:
+    """Input bytes of the finished groups waiting for a commit."""
+    return sum(group.input_bytes for _, (group, _) in committing)
+
+
+def _commit_groups(table: Table, plan: CompactionPlan, batch: list[tuple[Future[RewriteResult], FileGroup]],
+                   hook: Hook | None, renew_leases: Callable[[], object]) -> list[GroupResult]:
+    """Commit rewritten groups as one ``replace`` snapshot (COMPACT-18); each group on its own after a conflict.
+
+    A group whose rewrite failed is reported and left out (COMPACT-19). When the shared
+    commit conflicts (an input of some group is gone), the groups are committed one by
+    one, so only the groups whose inputs were removed are dropped.
+    """
+    results: list[GroupResult] = []
+    ready: list[tuple[FileGroup, RewriteResult, GroupResult]] = []
+    for future, group in batch:
+        base = GroupResult(group.group_id, group.partition_label, "failed", len(group.files), group.input_bytes)
+        try:
+            rewritten = future.result()
+        except Exception as exc:  # noqa: BLE001 - one bad group never blocks the others (COMPACT-19)
+            results.append(replace(base, error=f"{type(exc).__name__}: {exc}"))
+            continue
+        ready.append((group, rewritten, replace(
+            base, output_files=len(rewritten.outputs), output_bytes=rewritten.output_bytes, rows=rewritten.rows,
+            method=rewritten.method, seconds=rewritten.seconds)))
+    if not ready:
+        return results
+    renew_leases()
     if hook is not None:
-        hook("before-commit", {"group_id": group.group_id, "paths": list(rewritten.output_paths)})
+        for group, rewritten, _ in ready:
+            hook("before-commit", {"group_id": group.group_id, "paths": list(rewritten.output_paths)})
     checkpoint("compaction-before-commit")
-    change = FileChange("replace", added=outputs, removed=list(group.files), summary={
-        "lakefmt.compaction.strategy": plan.strategy, "lakefmt.compaction.group": group.group_id,
-        "lakefmt.compaction.method": rewritten.method})
+    if len(ready) == 1:
+        return [*results, _commit_one(table, plan, ready)]
     try:
-        snapshot = table.commit_change(change, cleanup_on_failure=outputs)
+        snapshot = _commit(table, plan, ready, cleanup=False)
+    except CommitConflictError:
+        return [*results, *(_commit_one(table, plan, [item]) for item in ready)]
+    except CommitStateUnknownError as exc:
+        return [*results, *(replace(done, error=f"commit outcome unknown, outputs kept: {exc}")
+                            for _, _, done in ready)]
+    except LakefmtError as exc:
+        table.io.delete_many([p for _, rewritten, _ in ready for p in rewritten.output_paths])
+        return [*results, *(replace(done, output_files=0, output_bytes=0, error=f"{type(exc).__name__}: {exc}")
+                            for _, _, done in ready)]
+    return [*results, *(replace(done, status="committed", snapshot_id=snapshot.snapshot_id)
+                        for _, _, done in ready)]
+
+
+def _commit(table: Table, plan: CompactionPlan, ready: list[tuple[FileGroup, RewriteResult, GroupResult]], *,
+            cleanup: bool) -> Snapshot:
+    """One ``replace`` snapshot removing the groups' inputs and adding their outputs (COMPACT-18, COMPACT-20)."""
+    outputs = [f for _, rewritten, _ in ready for f in rewritten.outputs]
+    change = FileChange("replace", added=outputs, removed=[f for group, _, _ in ready for f in group.files], summary={
+        "lakefmt.compaction.strategy": plan.strategy,
+        "lakefmt.compaction.group": ",".join(group.group_id for group, _, _ in ready),
+        "lakefmt.compaction.method": ",".join(sorted({rewritten.method for _, rewritten, _ in ready}))})
+    return table.commit_change(change, cleanup_on_failure=outputs if cleanup else ())
+
+
+def _commit_one(table: Table, plan: CompactionPlan, ready: list[tuple[FileGroup, RewriteResult, GroupResult]]
+                ) -> GroupResult:
+    """Commit one rewritten group as its own snapshot; its outputs are deleted if it fails."""
+    [(_, _, done)] = ready
+    try:
+        snapshot = _commit(table, plan, ready, cleanup=True)
     except CommitConflictError as exc:
         # A source file is gone (another compaction, a delete): the group no longer applies.
         return replace(done, status="conflict", output_files=0, output_bytes=0, error=str(exc))
@@ -359,7 +416,7 @@ def _result(table: Table, plan: CompactionPlan, groups: list[GroupResult], start
         files_rewritten=sum(g.input_files for g in committed), files_written=sum(g.output_files for g in committed),
         bytes_rewritten=sum(g.input_bytes for g in committed), bytes_written=sum(g.output_bytes for g in committed),
         rows_rewritten=sum(g.rows for g in committed), seconds=time.perf_counter() - started,
-        snapshot_ids=tuple(g.snapshot_id for g in committed if g.snapshot_id is not None),
+        snapshot_ids=tuple(dict.fromkeys(g.snapshot_id for g in committed if g.snapshot_id is not None)),
         groups=ordered, status=status if plan.groups or status != "done" else "nothing-to-do",
         throttled_seconds=throttled, skipped_files=tuple(sorted(plan.skipped_by_reason().items())),
         too_young=plan.too_young())

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from lakefmt.compaction.ranks import dense_rank
 from lakefmt.errors import ValidationError
 
+
 def dense_ranks(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, int]:
     """Dense ranks of ``column`` minus one (uint64, nulls ranked last), and the bit width they need."""
     ranks, count = dense_rank(column, "ascending", "at_end")

@@ -97,6 +97,9 @@ def test_two_compactors_never_double_rewrite(local_catalog, tmp_path):
     t = small_files_table(local_catalog, appends=6, rows=600, partition_by=("mission_id", "payload_id"))
     before = t.scan().to_arrow()
     files_before = {f.path for f in t.plan_files()}
+    sizes = [f.file_size_bytes for f in t.plan_files()]
+    target = 2 * max(sizes)
+    assert 6 * min(sizes) >= target  # each partition's 6 files are at least the target together
     barrier = tmp_path / "at-commit"
     barrier.mkdir()
     # Each compactor stops before its first commit until both got there: they hold different
@@ -116,7 +119,9 @@ def hook(point, info):
             raise RuntimeError("the other compactor never reached its first commit")
         time.sleep(0.005)
 
-r = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1, hook=hook)
+# Every file a candidate, every group worth a commit of its own (COMPACT-18).
+r = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1, hook=hook,
+                     target_file_size={target}, small_file_ratio=1.0)
 print(json.dumps({{"statuses": [g.status for g in r.groups], "rewritten": r.files_rewritten}}))
 """
     procs = [run_python(code, wait=False) for _ in range(2)]
@@ -147,7 +152,8 @@ def test_sigkill_before_commit_leaves_table_intact(local_catalog, tmp_path):
     files_on_disk = {info.path for info in t.io.list_files(f"{t.location}/data")}
     marker = tmp_path / "paused"
     code = PRELUDE.format(warehouse=local_catalog.warehouse) + """
-t.compaction.run("binpack", min_age_seconds=0, lease_seconds=3600, max_concurrent_groups=1)
+t.compaction.run("binpack", min_age_seconds=0, lease_seconds=3600, max_concurrent_groups=1,
+                 target_file_size=30000)  # each group is worth a commit of its own (COMPACT-18)
 """
     proc = run_python(code, env={"LAKEFMT_PAUSE_AT": "compaction-before-commit",
                                  "LAKEFMT_PAUSE_FILE": str(marker)}, wait=False)

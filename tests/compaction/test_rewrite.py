@@ -150,9 +150,9 @@ def test_checksum_mismatch_aborts_group(local_catalog):
 
 
 def test_checksum_detects_changed_value(local_catalog):
-    """The checksum is over values, not only row counts."""
+    """With compaction.verify=read-back the outputs are decoded from storage: a changed value is caught."""
     t = small_files_table(local_catalog, appends=5)
-    plan = plan_table(t, t.compaction.options(min_age_seconds=0), strategy="binpack")
+    plan = plan_table(t, t.compaction.options(min_age_seconds=0, verify="read-back"), strategy="binpack")
     group = plan.groups[0]
 
     def tamper(point, info):
@@ -171,6 +171,67 @@ def test_checksum_detects_changed_value(local_catalog):
     clean = rewrite_group(t.io, task)
     assert clean.input_checksum == clean.output_checksum and clean.rows == group.input_rows
     t.io.delete_many(list(clean.output_paths))
+
+
+def test_written_checksum_catches_a_bad_reorder(local_catalog, monkeypatch):
+    """COMPACT-17 by default: the rows handed to the writer are hashed, so a reordering that
+    duplicates one row and loses another (same count) fails the group and leaves no file."""
+    from lakefmt.compaction import rewrite as rewrite_module
+
+    t = small_files_table(local_catalog, appends=5)
+    plan = plan_table(t, t.compaction.options(min_age_seconds=0), strategy="sort", sort_by=["value"])
+    task = make_task(t, plan, plan.groups[0])
+    assert not task.read_back and not task.inputs_sorted  # sorted in memory, verified without decoding
+    good = rewrite_module.sort_indices
+
+    def bad_sort(table, keys):
+        order = good(table, keys).to_pylist()
+        return pa.array([order[1], *order[1:]], pa.uint64())  # first row lost, second one twice
+
+    monkeypatch.setattr(rewrite_module, "sort_indices", bad_sort)
+    written: list[str] = []
+    with pytest.raises(ChecksumMismatchError, match="as handed to the writer"):
+        rewrite_group(t.io, task, hook=lambda point, info: written.extend(info["paths"]))
+    assert written and not any(t.io.exists(p) for p in written)
+    monkeypatch.setattr(rewrite_module, "sort_indices", good)
+    clean = rewrite_group(t.io, task)
+    assert clean.input_checksum == clean.output_checksum and clean.rows == plan.groups[0].input_rows
+    t.io.delete_many(list(clean.output_paths))
+
+
+def test_footer_read_back_catches_a_replaced_output(local_catalog):
+    """COMPACT-17: an output whose footer in storage counts other rows than the writer wrote fails the group."""
+    t = small_files_table(local_catalog, appends=5)
+    plan = plan_table(t, t.compaction.options(min_age_seconds=0), strategy="binpack")
+    task = make_task(t, plan, plan.groups[0])
+
+    def truncate(point, info):
+        path = info["paths"][0]
+        data = pq.read_table(path)
+        os.remove(path)
+        pq.write_table(data.slice(0, data.num_rows - 1), path)
+
+    with pytest.raises(ChecksumMismatchError, match="footers in storage say"):
+        rewrite_group(t.io, task, hook=truncate)
+
+    def destroy(point, info):
+        with open(info["paths"][0], "r+b") as f:
+            f.truncate(10)
+
+    with pytest.raises(ChecksumMismatchError, match="cannot be read back") as caught:
+        rewrite_group(t.io, task, hook=destroy)
+    assert caught.value.__cause__ is not None
+
+
+def test_verify_option_is_validated(local_catalog):
+    """COMPACT-1: compaction.verify takes 'written' or 'read-back'; anything else names the property."""
+    from lakefmt.errors import ValidationError
+
+    t = small_files_table(local_catalog, appends=1)
+    assert t.compaction.options().verify == "written"
+    assert t.compaction.options(verify="read-back").verify == "read-back"
+    with pytest.raises(ValidationError, match="compaction.verify"):
+        t.compaction.options(verify="never")
 
 
 def test_rewrite_group_runs_in_another_process(local_catalog):
@@ -268,3 +329,30 @@ def test_rank_sort_and_compact_zorder_match_the_definitions():
     for columns in (["few"], ["few", "num"], ["many", "few", "num"]):
         assert zorder_indices(table, columns).equals(pc.sort_indices(zorder_keys(table, columns)))
     assert len(ranks.sort_indices(table.slice(0, 0), [("few", "ascending", "at_end")])) == 0
+
+
+@pytest.mark.parametrize("strategy,layout", [("sort", {"sort_by": ["payload_id"]}),
+                                             ("zorder", {"columns": ["payload_id", "sensor_kind"]})])
+def test_clustered_outputs_use_small_row_groups(local_catalog, strategy, layout):
+    """COMPACT-16: sort and Z-order outputs hold at most compaction.sorted-row-group-rows rows per
+    row group (bin-pack keeps the table's); a selective scan returns the same rows as a filter."""
+    t = small_files_table(local_catalog, properties={"compaction.sorted-row-group-rows": "1000"})
+    before = t.scan().to_arrow()
+    result = t.compaction.run(strategy, min_age_seconds=0, **layout)
+    assert result.groups_committed == 3
+    for task in t.scan().plan().tasks:
+        footer = pq.read_metadata(task.location)
+        assert footer.num_row_groups > 1
+        assert all(footer.row_group(i).num_rows <= 1000 for i in range(footer.num_row_groups))
+    expected = before.filter(pc.and_(pc.equal(before["payload_id"], 7), pc.equal(before["sensor_kind"], "imu")))
+    assert rows(t.scan("payload_id = 7 AND sensor_kind = 'imu'").to_arrow()) == rows(expected)
+    assert rows(t.scan().to_arrow()) == rows(before)
+
+
+def test_binpack_outputs_keep_the_tables_row_group_size(local_catalog):
+    """COMPACT-16: bin-pack outputs use write.parquet.row-group-rows, not the clustered size."""
+    t = small_files_table(local_catalog, properties={"compaction.sorted-row-group-rows": "1000",
+                                                     "write.parquet.row-group-rows": "2000"})
+    t.compaction.run("binpack", min_age_seconds=0)
+    sizes = [pq.read_metadata(task.location).row_group(0).num_rows for task in t.scan().plan().tasks]
+    assert sizes and all(n == 2000 for n in sizes)

@@ -20,19 +20,59 @@ from tests.conftest import rows
 
 
 def test_run_commits_one_replace_per_group_and_pinned_reader_is_unaffected(catalog):
-    """COMPACT-18/20: one replace snapshot per group; readers of the old snapshot see the same rows."""
-    t = small_files_table(catalog)
+    """COMPACT-18/20: a group of at least the target size gets its own replace snapshot;
+    readers of the old snapshot see the same rows."""
+    t = small_files_table(catalog, properties={"compaction.target-file-size-bytes": "30000"})
     before = t.scan().to_arrow()
     pinned = t.current_snapshot().snapshot_id
     seen = []
-    result = t.compaction.run("binpack", min_age_seconds=0, progress=lambda done, total, g: seen.append((done, total)))
-    assert (result.groups_planned, result.groups_committed, result.files_before, result.files_after) == (3, 3, 24, 3)
+    result = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1,
+                              progress=lambda done, total, g: seen.append((done, total)))
+    assert all(g.input_bytes >= 30000 for g in result.groups)
+    assert (result.groups_planned, result.groups_committed, result.files_before) == (3, 3, 24)
     assert seen == [(1, 3), (2, 3), (3, 3)]
     assert len(result.snapshot_ids) == 3 and result.rows_rewritten == before.num_rows
     assert [t.snapshot(s).operation for s in result.snapshot_ids] == ["replace"] * 3
     assert rows(t.scan(snapshot_id=pinned).to_arrow()) == rows(before)
     assert rows(t.scan().to_arrow()) == rows(before)
     assert "3 committed" in result.summary() and "CompactionResult(" in repr(result)
+
+
+def test_small_groups_share_one_commit(local_catalog):
+    """COMPACT-18: groups smaller than the target that finish while others run are committed
+    together, as one replace snapshot that names every group; rows are unchanged."""
+    t = small_files_table(local_catalog)
+    before = t.scan().to_arrow()
+    result = t.compaction.run("binpack", min_age_seconds=0)
+    assert (result.groups_committed, result.files_before, result.files_after) == (3, 24, 3)
+    [snapshot_id] = result.snapshot_ids
+    assert {g.snapshot_id for g in result.groups} == {snapshot_id}
+    summary = t.snapshot(snapshot_id).summary
+    assert sorted(summary["lakefmt.compaction.group"].split(",")) == sorted(g.group_id for g in result.groups)
+    assert summary["added-records"] == summary["deleted-records"] == str(before.num_rows)
+    assert rows(t.scan().to_arrow()) == rows(before)
+
+
+def test_shared_commit_conflict_drops_only_the_group_that_lost_its_files(local_catalog):
+    """COMPACT-18: when a shared commit conflicts, each group is committed on its own; only the
+    group whose inputs were removed is dropped, and its outputs are deleted."""
+    t = small_files_table(local_catalog)
+    other = local_catalog.load_table("artemis.downlinks")
+    paths: dict[str, list[str]] = {}
+
+    def race(point, info):
+        if point == "before-commit":
+            paths[info["group_id"]] = info["paths"]
+            if len(paths) == 3:
+                other.delete("mission_id = 1")
+
+    result = t.compaction.run("binpack", min_age_seconds=0, hook=race)
+    statuses = sorted(g.status for g in result.groups)
+    assert statuses == ["committed", "committed", "conflict"]
+    [lost] = [g for g in result.groups if g.status == "conflict"]
+    assert not any(t.io.exists(p) for p in paths[lost.group_id])
+    assert len(result.snapshot_ids) == 2
+    assert rows(t.refresh().scan().to_arrow()) == rows(other.refresh().scan().to_arrow())
 
 
 @pytest.mark.parametrize("strategy", ["binpack", "sort", "zorder"])
@@ -257,12 +297,13 @@ def _entry_ids(t):
 
 def test_should_stop_starts_no_further_partition_and_releases_leases(local_catalog):
     """COMPACT-31: once asked to stop, no partition starts; running groups commit; leases are released."""
-    t = small_files_table(local_catalog)
+    t = small_files_table(local_catalog, properties={"compaction.target-file-size-bytes": "30000"})
     before = t.scan().to_arrow()
     done: list[str] = []
     result = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1,
                               should_stop=lambda: bool(done),
                               progress=lambda _d, _t, g: done.append(g.status))
+    # Each group is at least the target size, so it is committed alone as soon as it is rewritten.
     # The stop comes with the first commit; the second partition started just before that
     # commit (rewrites never wait on commits), so it finishes and commits; the third never starts.
     assert result.status == "stopped"
