@@ -62,6 +62,24 @@ if TYPE_CHECKING:
 __all__ = ["CATALOG_FILE", "NAME_PATTERN", "Catalog", "CatalogSession", "CommitRecord", "parse_identifier",
            "validate_name"]
 CATALOG_FILE = "catalog.duckdb"
+WAL_CHECKPOINT_BYTES = 16 * 1024
+"""A writing session checkpoints the catalog file once its write-ahead log holds this much (CAT-22).
+
+A commit adds ~1.3 KiB to the log; each session replays the log when it attaches the
+file (measured: ~0.25 ms per KiB), and a checkpoint costs ~15 ms, mostly syncing.
+Checkpointing at 16 KiB costs ~3 ms per session on average (replay and checkpoints),
+against ~13 ms for a checkpoint at every detach.
+"""
+
+
+def _wal_size(catalog_path: str) -> int:
+    """Bytes in the catalog file's DuckDB write-ahead log ``<catalog>.wal`` (0 if there is none)."""
+    try:
+        return os.stat(catalog_path + ".wal").st_size
+    except OSError:
+        return 0
+
+
 def _batches_in_history(metadata: TableMetadata) -> list[tuple[WriterBatch, int]]:
     """Each idempotent writer's newest batch among the current snapshot's retained ancestors (CAT-20)."""
     newest: dict[str, tuple[WriterBatch, int]] = {}
@@ -163,7 +181,7 @@ class Catalog:
             if reason is not None:
                 self.read_only, self.read_only_reason = True, reason
         self._lock = LockFile(lock_path(self.catalog_path), read_only=self.read_only)
-        with self.session() as s:
+        with self.session(checkpoint=True) as s:
             try:
                 check_catalog_file(s.con, self.catalog_path, read_only=self.read_only, why=self.read_only_reason,
                                    recover_hint=_RECOVER_HINT.format(warehouse=self.warehouse))
@@ -197,7 +215,7 @@ class Catalog:
 
     # -- locking ---------------------------------------------------------------
     @contextlib.contextmanager
-    def session(self) -> Iterator[CatalogSession]:
+    def session(self, *, checkpoint: bool = False) -> Iterator[CatalogSession]:
         """Exclusive access to the catalog file for one short unit of work (CAT-6).
 
         Waits at most ``lock_timeout`` seconds in all for the other threads of this
@@ -207,6 +225,8 @@ class Catalog:
         releases DuckDB's file lock exactly as closing a connection does, for ~1 ms
         instead of the ~11 ms it costs to start a DuckDB instance per session. A
         read-only catalog attaches the file ``READ_ONLY`` under a shared lock (CAT-18).
+        With ``checkpoint`` the session folds the write-ahead log into the file at its
+        end; otherwise that happens once the log has grown (CAT-22).
         """
         deadline = time.monotonic() + self.lock_timeout
         if not self._thread_lock.acquire(timeout=min(self.lock_timeout, threading.TIMEOUT_MAX)):
@@ -216,9 +236,11 @@ class Catalog:
         try:
             with self._lock.held(deadline=deadline, timeout=self.lock_timeout):
                 con = self._attach(deadline)
+                failed = False
                 try:
                     yield CatalogSession(con, f"in catalog {self.catalog_path} (warehouse {self.warehouse})")
                 except BaseException as exc:
+                    failed = True  # a failed session leaves the file as it was: no checkpoint either
                     with contextlib.suppress(duckdb.Error):
                         con.execute("ROLLBACK")  # a unit of work left open by the error
                     if self.read_only and isinstance(exc, duckdb.Error) and "read-only" in str(exc):
@@ -227,17 +249,33 @@ class Catalog:
                         raise self._corrupt(exc) from exc
                     raise
                 finally:
-                    self._detach(con)
+                    self._detach(con, checkpoint=None if failed else checkpoint)
         finally:
             self._thread_lock.release()
 
     def _instance(self) -> duckdb.DuckDBPyConnection:
-        """This process's in-memory DuckDB instance (a forked child starts its own)."""
+        """This process's in-memory DuckDB instance (a forked child starts its own).
+
+        Detaching does not checkpoint (CAT-22): a session's commit is durable in the
+        write-ahead log, and :meth:`_detach` checkpoints only once the log has grown.
+        """
         if self._duckdb is None or self._duckdb_pid != os.getpid():
-            self._duckdb, self._duckdb_pid = duckdb.connect(config={"threads": 1}), os.getpid()
+            con = duckdb.connect(config={"threads": 1})
+            with contextlib.suppress(duckdb.Error):  # a DuckDB without the setting checkpoints at each detach
+                con.execute("SET checkpoint_on_detach = 'DISABLED'")
+            self._duckdb, self._duckdb_pid = con, os.getpid()
         return self._duckdb
 
-    def _detach(self, con: duckdb.DuckDBPyConnection) -> None:
+    def _detach(self, con: duckdb.DuckDBPyConnection, *, checkpoint: bool | None = False) -> None:
+        """End a session: checkpoint if asked or if the write-ahead log passed :data:`WAL_CHECKPOINT_BYTES`,
+        then detach (CAT-22). ``checkpoint=None``: never (the session failed).
+
+        The session's work is already committed: a failed checkpoint is left to the next session.
+        """
+        wal = 0 if self.read_only or checkpoint is None else _wal_size(self.catalog_path)
+        if wal >= WAL_CHECKPOINT_BYTES or (checkpoint and wal > 0):
+            with contextlib.suppress(duckdb.Error):
+                con.execute(f"CHECKPOINT {ATTACHED}")
         try:
             con.execute(f"USE memory; DETACH {ATTACHED}")
         except duckdb.Error:
@@ -280,7 +318,7 @@ class Catalog:
     def create_namespace(self, namespace: str, properties: dict[str, str] | None = None) -> None:
         validate_name(namespace, "namespace")
         self._check_writable(f"create namespace {namespace}")
-        with self.session() as s:
+        with self.session(checkpoint=True) as s:
             if self._namespace_exists(s, namespace):
                 raise NamespaceExistsError(f"namespace {namespace} already exists")
             s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)",
@@ -293,7 +331,7 @@ class Catalog:
     def drop_namespace(self, namespace: str) -> None:
         validate_name(namespace, "namespace")
         self._check_writable(f"drop namespace {namespace}")
-        with self.session() as s:
+        with self.session(checkpoint=True) as s:
             if not self._namespace_exists(s, namespace):
                 raise NoSuchNamespaceError(f"namespace {namespace} does not exist")
             count = s.con.execute("SELECT count(*) FROM tables WHERE namespace = ?", [namespace]).fetchone()
@@ -324,11 +362,11 @@ class Catalog:
                                       partition_by=partition_by, sort_by=sort_by,
                                       properties=properties or {})
         metadata_location = join(location, "metadata", f"v{1:06d}-{uuid.uuid4()}.metadata.json")
-        with self.session() as s:
+        with self.session(checkpoint=True) as s:
             if self._table_exists(s, namespace, name):
                 raise TableExistsError(f"table {namespace}.{name} already exists")
             self.io.write_bytes(metadata_location, metadata.dump_bytes())
-            self.io.sync_directories()  # durable before the row names it (COMMIT-20)
+            self.io.sync()  # durable before the row names it (COMMIT-20)
             now = utcnow()
             if not self._namespace_exists(s, namespace):
                 s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)", [namespace, "{}", now])
@@ -365,7 +403,7 @@ class Catalog:
                                   "table under the warehouse first")
         version = metadata_version(location)
         metadata = read_metadata(self.io, location)
-        with self.session() as s:
+        with self.session(checkpoint=True) as s:
             if self._table_exists(s, namespace, name):
                 raise TableExistsError(f"table {namespace}.{name} already exists {s.where}")
             other = s.con.execute("SELECT namespace, name FROM tables WHERE table_uuid = ?",
@@ -446,7 +484,7 @@ class Catalog:
         old_ns, old_name = parse_identifier(old)
         new_ns, new_name = parse_identifier(new)
         self._check_writable(f"rename table {old_ns}.{old_name}")
-        with self.session() as s:
+        with self.session(checkpoint=True) as s:
             if not self._table_exists(s, old_ns, old_name):
                 raise s.no_such_table(old_ns, old_name)
             if self._table_exists(s, new_ns, new_name):
@@ -468,7 +506,7 @@ class Catalog:
         namespace, name = parse_identifier(identifier)
         self._check_writable(f"drop table {namespace}.{name}")
         location = None
-        with self.session() as s:
+        with self.session(checkpoint=True) as s:
             metadata_location = s.current_location(namespace, name)
             s.con.execute("DELETE FROM tables WHERE namespace = ? AND name = ?", [namespace, name])
             s.con.execute("DELETE FROM leases WHERE table_uuid NOT IN (SELECT table_uuid FROM tables)")
@@ -476,6 +514,16 @@ class Catalog:
         if purge and location:
             for info in list(self.io.list_files(location)):
                 self.io.delete(info.path)
+
+    def checkpoint(self) -> None:
+        """Fold the write-ahead log ``<catalog>.wal`` into the catalog file (CAT-22).
+
+        Recent commits live in the log until a session checkpoints; run this before
+        copying the catalog file alone (a backup that copies both files needs nothing).
+        """
+        self._check_writable("checkpoint the catalog")
+        with self.session(checkpoint=True):
+            pass
 
     def commit_log(self, identifier: str | Sequence[str] | None = None, *, limit: int | None = None
                    ) -> list[CommitRecord]:

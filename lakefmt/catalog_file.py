@@ -126,14 +126,12 @@ class CatalogSession:
         try:
             changed = self.con.execute(
                 "UPDATE tables SET metadata_location = ?, version = version + 1, updated_at = ? "
-                "WHERE namespace = ? AND name = ? AND metadata_location = ?",
-                [new, now, namespace, name, expected]).fetchone()
-            if changed is None or changed[0] != 1:
+                "WHERE namespace = ? AND name = ? AND metadata_location = ? RETURNING table_uuid, version",
+                [new, now, namespace, name, expected]).fetchall()
+            if len(changed) != 1:
                 self.con.execute("ROLLBACK")
                 return False
-            table_uuid, version = self.con.execute(
-                "SELECT table_uuid, version FROM tables WHERE namespace = ? AND name = ?",
-                [namespace, name]).fetchone()  # type: ignore[misc]
+            table_uuid, version = changed[0]
             self.con.execute(
                 "INSERT INTO commit_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [table_uuid, namespace, name, version, expected, new, now, operation, snapshot_id,

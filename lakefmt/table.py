@@ -288,12 +288,16 @@ class Table:
         table = conform(data, self.metadata.schema)  # refuse bad data before taking a lease (WRITE-3)
         with self.write_lease():
             return self._write_conformed(table, self.write_options(
-                kind=kind, target_file_size=target_file_size, compression_level=compression_level))
+                kind=kind, target_file_size=target_file_size, compression_level=compression_level), sync=True)
 
-    def _write_conformed(self, table: pa.Table, options: WriteOptions) -> list[DataFile]:
-        """Write data files under the held write lease, which protects them until they are settled (CAT-10)."""
+    def _write_conformed(self, table: pa.Table, options: WriteOptions, *, sync: bool = False) -> list[DataFile]:
+        """Write data files under the held write lease, which protects them until they are settled (CAT-10).
+
+        Without ``sync`` the files become durable in the commit's own sync, together with
+        its metadata files, before the swap (COMMIT-20).
+        """
         files = write_data_files(self.io, self.location, table, self.metadata.schema, self.metadata.spec,
-                                 self.metadata.sort_order, options)
+                                 self.metadata.sort_order, options, sync=sync)
         self._lease().protect(f"{self.location}/{f.path}" for f in files)
         return files
 
@@ -308,7 +312,7 @@ class Table:
         :class:`~lakefmt.errors.AlreadyCommittedError` and commits nothing (PROGRESS-3).
         """
         writer_batch = self._check_writer_batch(idempotency)
-        files = self.write_data_files(data)
+        files = self._write_conformed(conform(data, self.metadata.schema), self.write_options())
         if not files:
             return self.metadata.current_snapshot
         return self.commit_change(FileChange("append", added=files, summary=dict(summary or {}),

@@ -202,12 +202,14 @@ def plain_schema(schema: pa.Schema) -> pa.Schema:
 
 
 def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, spec: PartitionSpec,
-                     sort_order: SortOrder, options: WriteOptions) -> list[DataFile]:
+                     sort_order: SortOrder, options: WriteOptions, *, sync: bool = True) -> list[DataFile]:
     """Write conformed ``data`` as data files under ``location``; return their descriptions.
 
-    The files and their folder entries are durable when this returns (COMMIT-20). If any
-    file fails, every file of this call is deleted, a partly written one included, and
-    the error is raised (COMMIT-21).
+    The files and their folder entries are durable when this returns (COMMIT-20), unless
+    ``sync=False``: then they await ``io.sync()``, which the commit of the same ``io``
+    calls before its swap, so that they become durable together with the commit's
+    metadata files in one go. If any file fails, every file of this call is deleted, a
+    partly written one included, and the error is raised (COMMIT-21).
     """
     if data.num_rows == 0:
         return []
@@ -215,7 +217,7 @@ def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, 
     stem = options.stem()
     sort_order_id = None if sort_order.is_unsorted else sort_order.order_id
     writers = [RollingFileWriter(io, location, schema, spec, values, options, sort_order_id=sort_order_id,
-                                 stem=f"{stem}-{index:05d}", sync_directories=False)
+                                 stem=f"{stem}-{index:05d}", sync=False)
                for index, (values, _) in enumerate(slices)]
 
     def run(index: int) -> list[DataFile]:
@@ -224,7 +226,8 @@ def write_data_files(io: FileIO, location: str, data: pa.Table, schema: Schema, 
 
     try:
         written = thread_map(run, range(len(slices)), min(os.cpu_count() or 2, 8))
-        io.sync_directories()
+        if sync:
+            io.sync()
     except BaseException:
         for writer in writers:  # thread_map has waited for every job: none is still writing
             writer.abort()
@@ -291,7 +294,7 @@ class RollingFileWriter:
     def __init__(self, io: FileIO, location: str, schema: Schema, spec: PartitionSpec,
                  partition: tuple[Any, ...], options: WriteOptions, *, sort_order_id: int | None = None,
                  prefix: str | None = None, stem: str | None = None,
-                 encodings: Encodings | None = None, sync_directories: bool = True) -> None:
+                 encodings: Encodings | None = None, sync: bool = True) -> None:
         self.io, self.location, self.schema, self.spec = io, location, schema, spec
         self.encodings = encodings
         self.partition, self.options, self.sort_order_id = partition, options, sort_order_id
@@ -308,7 +311,7 @@ class RollingFileWriter:
         self._bytes_per_row: float | None = None
         self.files: list[DataFile] = []
         self.paths_started: list[str] = []
-        self._sync_directories = sync_directories
+        self._sync = sync
 
     def write(self, rows: pa.Table | pa.RecordBatch) -> None:
         """Append rows of the table's Arrow schema; string and binary columns may be dictionary arrays."""
@@ -365,11 +368,12 @@ class RollingFileWriter:
                                                 self.sort_order_id))
 
     def close(self) -> list[DataFile]:
-        """Finish the last file; the files are durable, folder entries too unless the caller syncs (COMMIT-20)."""
+        """Finish the last file; the files and their folder entries are durable unless the caller
+        syncs them (``sync=False``, COMMIT-20)."""
         if self._writer is not None:
             self._finish()
-        if self._sync_directories:
-            self.io.sync_directories()
+        if self._sync:
+            self.io.sync()
         return self.files
 
     def abort(self) -> None:

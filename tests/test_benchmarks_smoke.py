@@ -1,0 +1,76 @@
+"""Smoke runs of the small-files loop benchmarks (benchmarks/): each script finishes on tiny inputs.
+
+The benchmarks are not part of the package, but a benchmark that no longer runs is a claim in
+benchmarks/README.md that can no longer be reproduced. Each test runs one script as a real
+process with the smallest arguments it accepts and checks the JSON it writes.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO / "benchmarks"
+
+
+def run_script(name: str, tmp_path: Path, *args: str) -> dict:
+    out = tmp_path / f"{name}.json"
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / name), *args, "--json", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_datasets_are_deterministic_and_match_their_schemas() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from loop_data import DATASETS, with_day
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    for ds in DATASETS.values():
+        a = ds.rows(3, files=100, rows=50, days=10)
+        assert a.schema.equals(ds.schema)
+        assert a.equals(ds.rows(3, files=100, rows=50, days=10))
+        assert not a.equals(ds.rows(4, files=100, rows=50, days=10))
+        assert with_day(a).schema.field("day").type == pa.date32()
+
+
+@pytest.mark.slow
+def test_bench_append_smoke(tmp_path: Path) -> None:
+    result = run_script("bench_append.py", tmp_path, "--dataset", "artemis", "--levels", "3", "--delta-levels", "3",
+                        "--samples", "1", "--real-up-to", "3")
+    levels = result["results"][0]["levels"]
+    assert [r["rows"] for r in levels] == [10_000, 10]
+    assert all(r["ratio"] > 0 for r in levels)
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_bench_catalog_smoke(tmp_path: Path) -> None:
+    result = run_script("bench_catalog.py", tmp_path, "--dataset", "artemis", "--commits", "2", "--rounds", "1",
+                        "--processes", "2")
+    assert result["results"][0]["ratio"] > 0
+
+
+@pytest.mark.slow
+def test_bench_planning_smoke(tmp_path: Path) -> None:
+    result = run_script("bench_planning.py", tmp_path, "--dataset", "telemetry", "--files", "200", "--runs", "1",
+                        "--scan-runs", "1")
+    r = result["results"][0]
+    assert r["files"] == 200 and r["rows"] == 200 * 250
+    assert r["planning_ratio"] > 0 and r["scan_vs_pyarrow"] > 0
+
+
+@pytest.mark.slow
+def test_bench_compaction_smoke(tmp_path: Path) -> None:
+    result = run_script("bench_compaction.py", tmp_path, "--quick", "--dataset", "artemis", "--skip", "1mb", "250kb",
+                        "mem", "--tiny-runs", "1")
+    tiny = result["shapes"]["artemis/tiny"]
+    assert set(tiny["median"]) == {"lakefmt-binpack", "delta-compact"}
+    assert tiny["runs"]["lakefmt-binpack"][0]["output_files"] == 3
