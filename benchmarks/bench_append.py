@@ -1,32 +1,36 @@
-"""Benchmark: append commit latency with 10, 1,000 and 10,000 prior commits (issue 2, Benchmarks).
+"""Benchmark: append latency against delta-rs, at 10, 1,000 and 10,000 prior commits (issue 11, goal 1).
 
-One unpartitioned table receives small appends (``--rows`` rows, one data file each).
-At each level of history the latency of ``--samples`` further appends is measured
-one by one (write the data file, write manifest + manifest list, write the metadata
-JSON, compare-and-swap in the catalog) and the median reported, with a breakdown of
-where the time went. Goal: at most 2x from 10 to 10,000 prior commits.
+On each dataset (:mod:`loop_data`: ``telemetry`` and ``artemis``) one lakefmt table partitioned
+by ``day(ts)`` and one Delta table partitioned by a ``day`` date column receive the same batches,
+one ingest window each. At each level of history the script measures, interleaved (lakefmt,
+delta-rs, lakefmt without fsync, then the reverse order, so all share the machine's load):
 
-History is built with real ``Table.append`` calls up to ``--real-up-to`` commits
-(default 100). Beyond that it is built in bulk to keep the run short: the same
-snapshot producer as ``append`` (one data file, manifest and manifest list per
-snapshot, with manifest merging) chains 500 snapshots per catalog commit, so the
-table's metadata, manifest lists and manifests look exactly as after real appends;
-only the catalog's commit log has fewer rows (its size does not change the cost of
-a swap; see benchmarks/README.md). ``--real-up-to 10000`` builds it all for real
-(about 15 minutes on 2 busy cores); ``--real-up-to 1000`` gives the same medians as bulk.
+* at 10 prior commits: ``--samples`` appends of 10,000 rows and of 10 rows;
+* at 1,000 prior commits: ``--samples`` appends of 10 rows;
+* at 10,000 prior commits (lakefmt only): ``--samples`` appends of 10 rows.
 
-delta-rs ``write_deltalake(mode="append")`` of the same batch is measured at
-``--delta-levels`` (default 10 and 1,000 commits) for comparison.
+lakefmt is ``Table.append``; delta-rs is ``write_deltalake(path, batch, mode="append",
+partition_by=["day"])``. Medians of wall time and of process CPU time (all threads), the ratio
+lakefmt / delta-rs from the same run, lakefmt's growth from 10 to 10,000 commits, and where a
+lakefmt append's time goes. delta-rs makes no fsync call on a local append; lakefmt makes its
+files durable before the swap (COMMIT-20), so lakefmt with ``FileIO.fsync = False`` is measured
+too, as a reference for what durability costs (the goals are judged with fsync on). Goals: a 10,000-row append at most 1.5x delta-rs's time; a 10-row
+append at most 1.0x at 10 commits and 0.5x at 1,000; growth at most 1.3x from 10 to 10,000.
 
-``--fsync-cost`` measures only what durability costs (spec/commits.md COMMIT-20): appends
-of 10 and of 10,000 rows to a table with 10 prior commits, with fsync (the default) and
-without it (``FileIO.fsync = False``), alternating so both see the same machine load;
-the median of ``--fsync-samples`` appends of each kind.
+History above ``--real-up-to`` commits (default 100) is built in bulk to keep the run short:
+the append snapshot producer chains 500 snapshots per catalog commit, so metadata, manifest
+lists and manifests look as after real appends; only the catalog's commit log has fewer rows.
+delta-rs history is always built with real appends.
+
+``--fsync-cost`` measures only what durability costs (spec/commits.md COMMIT-20): appends of 10
+and of 10,000 rows at 10 prior commits, with fsync and without (``FileIO.fsync = False``),
+alternating; the median of ``--fsync-samples`` of each.
 
 Usage:
-    python benchmarks/bench_append.py                        # ~3-4 minutes on 2 cores
-    python benchmarks/bench_append.py --levels 10,1000 --samples 10 --no-delta   # quick
-    python benchmarks/bench_append.py --fsync-cost           # ~1 minute: cost of fsync per commit
+    python benchmarks/bench_append.py                         # both datasets, ~5 minutes on 2 cores
+    python benchmarks/bench_append.py --dataset telemetry     # one dataset
+    python benchmarks/bench_append.py --quick                 # smoke run, ~1 minute
+    python benchmarks/bench_append.py --fsync-cost            # cost of fsync per commit
 Results: benchmarks/results/append-<UTC time>.json
 """
 
@@ -37,60 +41,55 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
-from core_common import (
-    commit_path_breakdown,
-    environment,
-    markdown_table,
-    median,
-    ms,
-    write_results,
-)
+from core_common import commit_path_breakdown, environment, markdown_table, median, ms, write_results
+from loop_data import Dataset, add_dataset_argument, loadavg, selected, with_day
 
 import lakefmt
 from lakefmt.commit import FileChange, SnapshotProducer
 from lakefmt.updates import apply_updates
 
-SCHEMA = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("value", pa.float64()),
-                    ("tag", pa.string())])
 BULK_CHUNK = 500
+STREAM_FILES = 100_000  # ingest windows of the append stream: 8.6 s each over 10 days
+SMALL, LARGE = 10, 10_000
 
 
-def make_batch(i: int, rows: int) -> pa.Table:
-    base = i * rows
-    return pa.table({
-        "id": pa.array(range(base, base + rows), pa.int64()),
-        "ts": pa.array([1_767_225_600_000_000 + (base + r) * 1_000_000 for r in range(rows)],
-                       pa.timestamp("us", tz="UTC")),
-        "value": pa.array([float(base + r) / 7 for r in range(rows)]),
-        "tag": [f"tag-{(base + r) % 13}" for r in range(rows)],
-    }, schema=SCHEMA)
+class Stream:
+    """The batches appended to one table: batch ``i`` is ingest window ``i`` of the dataset."""
+
+    def __init__(self, ds: Dataset) -> None:
+        self.ds = ds
+        self.next = 0
+
+    def batch(self, rows: int) -> pa.Table:
+        self.next += 1
+        return self.ds.rows(self.next - 1, files=STREAM_FILES, rows=rows, days=10)
 
 
 def commits(t: lakefmt.Table) -> int:
     return len(t.metadata.snapshots)
 
 
-def build_real(t: lakefmt.Table, target: int, rows: int) -> None:
+def build_real(t: lakefmt.Table, stream: Stream, target: int) -> None:
     while commits(t) < target:
-        t.append(make_batch(commits(t), rows))
+        t.append(stream.batch(SMALL))
 
 
-def build_bulk(t: lakefmt.Table, target: int, rows: int) -> None:
+def build_bulk(t: lakefmt.Table, stream: Stream, target: int) -> None:
     """Chain snapshots with the append snapshot producer, many per catalog commit."""
     while commits(t) < target:
-        start, k = commits(t), min(BULK_CHUNK, target - commits(t))
+        k = min(BULK_CHUNK, target - commits(t))
 
-        def build(base: Any, start: int = start, k: int = k) -> tuple[list[Any], list[str]]:
+        def build(base: Any, k: int = k) -> tuple[list[Any], list[str]]:
             meta, updates, written = base, [], []
-            for i in range(k):
-                files = t.write_data_files(make_batch(start + i, rows))
-                producer = SnapshotProducer(t.io, t.location, FileChange("append", added=files))
-                step, files_written = producer.build(meta)
+            for _ in range(k):
+                files = t.write_data_files(stream.batch(SMALL))
+                step, files_written = SnapshotProducer(t.io, t.location, FileChange("append", added=files)).build(meta)
                 meta = apply_updates(meta, step, timestamp_ms=int(time.time() * 1000), previous_location=None)
                 updates += step
                 written += files_written
@@ -99,106 +98,178 @@ def build_bulk(t: lakefmt.Table, target: int, rows: int) -> None:
         t.commit_build(build, operation="append")
 
 
-def measure_lakefmt(t: lakefmt.Table, samples: int, rows: int) -> dict[str, Any]:
+def delta_commits(path: str) -> int:
+    log = Path(path) / "_delta_log"
+    return len(list(log.glob("*.json"))) if log.exists() else 0
+
+
+def delta_append(path: str, batch: pa.Table) -> None:
+    from deltalake import write_deltalake
+
+    write_deltalake(path, with_day(batch), mode="append", partition_by=["day"])
+
+
+def timed_call(fn: Callable[[], Any]) -> tuple[float, float]:
+    """Wall and process CPU seconds (all threads) of one call."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+class Side:
+    """One competitor's samples at one level: wall and CPU seconds per append."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def add(self, sample: tuple[float, float]) -> None:
+        self.wall.append(sample[0])
+        self.cpu.append(sample[1])
+
+    def summary(self) -> dict[str, Any]:
+        return {"median_s": median(self.wall), "cpu_median_s": median(self.cpu), "samples_s": self.wall,
+                "cpu_samples_s": self.cpu}
+
+
+def measure_level(t: lakefmt.Table, lake_stream: Stream, delta_path: str | None, delta_stream: Stream,
+                  rows: int, samples: int) -> dict[str, Any]:
+    """``samples`` appends of ``rows`` rows on each side, interleaved, lakefmt's broken down by part.
+
+    A third side, lakefmt with ``FileIO.fsync`` off, prices durability: delta-rs 1.6.6 makes no
+    fsync call on a local append (checked with ``strace -e trace=fsync,fdatasync``), lakefmt
+    makes its new files and folder entries durable before the swap (COMMIT-20).
+    """
     breakdown = commit_path_breakdown()
-    latencies: list[float] = []
-    parts: list[dict[str, float]] = []
+    lake, lake_nosync, delta, parts = Side(), Side(), Side(), []
+    prior = {"lakefmt": commits(t), "delta": delta_commits(delta_path) if delta_path else None}
     try:
-        for _ in range(samples):
-            batch = make_batch(commits(t), rows)
-            breakdown.take()
-            start = time.perf_counter()
-            t.append(batch)
-            latencies.append(time.perf_counter() - start)
-            parts.append(breakdown.take())
+        for i in range(samples):
+            lake_batch, delta_batch = lake_stream.batch(rows), delta_stream.batch(rows)
+            nosync_batch = lake_stream.batch(rows)
+
+            def run_lake(batch: pa.Table = lake_batch) -> None:
+                breakdown.take()
+                lake.add(timed_call(lambda: t.append(batch)))
+                parts.append(breakdown.take())
+
+            def run_delta(batch: pa.Table = delta_batch) -> None:
+                if delta_path:
+                    delta.add(timed_call(lambda: delta_append(delta_path, batch)))
+
+            def run_lake_nosync(batch: pa.Table = nosync_batch) -> None:
+                t.io.fsync = False
+                try:
+                    lake_nosync.add(timed_call(lambda: t.append(batch)))
+                finally:
+                    t.io.fsync = True
+
+            order = (run_lake, run_delta, run_lake_nosync)
+            for run in order if i % 2 == 0 else order[::-1]:
+                run()
     finally:
         breakdown.restore()
     labels = sorted({k for p in parts for k in p}, key=lambda k: (k.startswith(" "), k))
-    manifests = len(lakefmt.manifest_cache.read_list(t.io, f"{t.location}/{t.current_snapshot().manifest_list}"))
-    return {
-        "median_s": median(latencies), "min_s": min(latencies), "max_s": max(latencies), "samples_s": latencies,
-        "breakdown_median_s": {k: median([p.get(k, 0.0) for p in parts]) for k in labels},
-        "metadata_json_bytes": Path(t.metadata_location).stat().st_size if "://" not in t.metadata_location else None,
-        "manifests_in_list": manifests,
-        "data_files": int(t.current_snapshot().summary.get("total-data-files", "0")),
-    }
+    out: dict[str, Any] = {"rows": rows, "prior_commits": prior, "lakefmt": lake.summary(),
+                           "lakefmt_no_fsync": lake_nosync.summary(),
+                           "breakdown_median_s": {k: median([p.get(k, 0.0) for p in parts]) for k in labels}}
+    if delta_path:
+        out["delta"] = delta.summary()
+        out["ratio"] = out["lakefmt"]["median_s"] / out["delta"]["median_s"]
+        out["cpu_ratio"] = out["lakefmt"]["cpu_median_s"] / out["delta"]["cpu_median_s"]
+        out["no_fsync_ratio"] = out["lakefmt_no_fsync"]["median_s"] / out["delta"]["median_s"]
+    if "://" not in t.metadata_location:
+        out["metadata_json_bytes"] = Path(t.metadata_location).stat().st_size
+    return out
 
 
-def bench_lakefmt(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
-    cat = lakefmt.Catalog(str(root / "lakefmt"), create=True)
-    t = cat.create_table("bench.appends", schema=SCHEMA)
-    out = []
+def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    cat = lakefmt.Catalog(str(root / f"lakefmt-{ds.name}"), create=True)
+    t = cat.create_table(f"bench.{ds.name}", schema=ds.schema, partition_by=["day(ts)"])
+    delta_path = None if args.no_delta else str(root / f"delta-{ds.name}")
+    lake_stream, delta_stream = Stream(ds), Stream(ds)
+    levels: list[dict[str, Any]] = []
     for level in args.levels:
-        start = time.perf_counter()
-        if commits(t) < level:
-            if level <= args.real_up_to:
-                build_real(t, level, args.rows)
-                how = "real appends"
-            else:
-                build_real(t, min(level, args.real_up_to), args.rows)
-                build_bulk(t, level, args.rows)
-                how = f"real appends to {args.real_up_to}, then bulk"
-        built = time.perf_counter() - start
-        t = cat.load_table("bench.appends")  # a fresh handle, as a new writer would have
-        result = measure_lakefmt(t, args.samples, args.rows)
-        result.update(level=level, prior_commits=level, build_s=built, built_with=how if built > 0.001 else "-")
-        print(f"lakefmt  {level:>6} prior commits: median {ms(result['median_s'])} ms "
-              f"(build {built:.0f}s, metadata {result['metadata_json_bytes']} B, "
-              f"{result['manifests_in_list']} manifests)", flush=True)
-        out.append(result)
-        # The measured appends added commits; the next level starts from there.
-    return out
+        started = time.perf_counter()
+        build_real(t, lake_stream, min(level, args.real_up_to))
+        build_bulk(t, lake_stream, level)
+        with_delta = delta_path if level in args.delta_levels else None
+        while with_delta and delta_commits(with_delta) < level:
+            delta_append(with_delta, delta_stream.batch(SMALL))
+        built = time.perf_counter() - started
+        t = cat.load_table(f"bench.{ds.name}")  # a fresh handle, as a new writer would have
+        sizes = [LARGE, SMALL] if level == args.levels[0] else [SMALL]
+        for rows in sizes:
+            r = measure_level(t, lake_stream, with_delta, delta_stream, rows, args.samples)
+            r.update(level=level, build_s=built, load_average=loadavg())
+            levels.append(r)
+            vs = (f", delta-rs {ms(r['delta']['median_s'])} ms: {r['ratio']:.2f}x wall, "
+                  f"{r['cpu_ratio']:.2f}x CPU" if "delta" in r else "")
+            print(f"[{ds.name}] {rows:>6}-row append at {level:>6} commits: lakefmt {ms(r['lakefmt']['median_s'])} ms"
+                  f"{vs} (load {r['load_average']})", flush=True)
+    small = [r for r in levels if r["rows"] == SMALL]
+    growth = small[-1]["lakefmt"]["median_s"] / small[0]["lakefmt"]["median_s"] if len(small) > 1 else None
+    return {"dataset": ds.name, "levels": levels, "growth": growth,
+            "growth_span": [small[0]["level"], small[-1]["level"]] if small else None}
 
 
-def bench_delta(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
-    try:
-        from deltalake import DeltaTable, write_deltalake
-    except ImportError:
-        print("deltalake is not installed: skipping delta-rs", flush=True)
-        return []
-    path = str(root / "delta")
-    out = []
-    done = 0
-    for level in args.delta_levels:
-        start = time.perf_counter()
-        while done < level:
-            write_deltalake(path, make_batch(done, args.rows), mode="append")
-            done += 1
-        built = time.perf_counter() - start
-        latencies = []
-        for _ in range(args.samples):
-            batch = make_batch(done, args.rows)
-            t0 = time.perf_counter()
-            write_deltalake(path, batch, mode="append")
-            latencies.append(time.perf_counter() - t0)
-            done += 1
-        version = DeltaTable(path).version()
-        checkpoints = len(list((Path(path) / "_delta_log").glob("*.checkpoint.parquet")))
-        result = {"level": level, "prior_commits": level, "median_s": median(latencies), "samples_s": latencies,
-                  "build_s": built, "final_version": version, "checkpoints": checkpoints}
-        print(f"delta-rs {level:>6} prior commits: median {ms(result['median_s'])} ms (build {built:.0f}s, "
-              f"{checkpoints} checkpoints)", flush=True)
-        out.append(result)
-    return out
+GOALS = {(LARGE, 10): 1.5, (SMALL, 10): 1.0, (SMALL, 1000): 0.5}
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def report(results: list[dict[str, Any]]) -> str:
+    rows = []
+    for res in results:
+        for r in res["levels"]:
+            goal = GOALS.get((r["rows"], r["level"]))
+            ratio = f"{r['ratio']:.2f}x" if "ratio" in r else "-"
+            rows.append([res["dataset"], f"{r['rows']:,}", f"{r['prior_commits']['lakefmt']:,}",
+                         ms(r["lakefmt"]["median_s"]), ms(r["lakefmt"]["cpu_median_s"]),
+                         ms(r["delta"]["median_s"]) if "delta" in r else "-",
+                         ms(r["delta"]["cpu_median_s"]) if "delta" in r else "-", ratio,
+                         f"{r['cpu_ratio']:.2f}x" if "cpu_ratio" in r else "-",
+                         ms(r["lakefmt_no_fsync"]["median_s"]),
+                         f"{r['no_fsync_ratio']:.2f}x" if "no_fsync_ratio" in r else "-",
+                         f"<= {goal}x: {verdict(r['ratio'] <= goal)}" if goal and "ratio" in r else "-",
+                         r["load_average"].split(" ")[0]])
+    text = markdown_table(["dataset", "rows", "prior commits", "lakefmt ms", "lakefmt CPU ms", "delta-rs ms",
+                           "delta-rs CPU ms", "lakefmt / delta-rs", "CPU ratio", "lakefmt without fsync ms",
+                           "without fsync / delta-rs", "goal", "load"], rows)
+    for res in results:
+        if res["growth"] is not None:
+            lo, hi = res["growth_span"]
+            text += (f"\n\n[{res['dataset']}] lakefmt 10-row append growth from {lo:,} to {hi:,} commits: "
+                     f"{res['growth']:.2f}x (goal <= 1.3x: {verdict(res['growth'] <= 1.3)})")
+    for res in results:
+        small = [r for r in res["levels"] if r["rows"] == SMALL]
+        labels = list(small[0]["breakdown_median_s"]) if small else []
+        text += f"\n\n[{res['dataset']}] where a 10-row lakefmt append's time goes (median ms):\n\n"
+        text += markdown_table(["part"] + [f"{r['level']:,}" for r in small],
+                               [[label.replace("  ", "- ")] + [ms(r["breakdown_median_s"].get(label)) for r in small]
+                                for label in labels])
+    return text
 
 
 def bench_fsync(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
     """Append latency with and without fsync, for small and large appends (COMMIT-20)."""
+    ds = selected(args.dataset)[0]
     out = []
-    for rows in (10, 10_000):
+    for rows in (SMALL, LARGE):
         cat = lakefmt.Catalog(str(root / f"fsync-{rows}"), create=True)
-        t = cat.create_table("bench.fsync", schema=SCHEMA)
-        build_real(t, 10, rows)
+        t = cat.create_table("bench.fsync", schema=ds.schema, partition_by=["day(ts)"])
+        stream = Stream(ds)
+        build_real(t, stream, 10)
         samples: dict[bool, list[float]] = {True: [], False: []}
         for i in range(args.fsync_samples):
             for fsync in (True, False) if i % 2 == 0 else (False, True):
                 cat.io.fsync = fsync
-                batch = make_batch(commits(t), rows)
-                start = time.perf_counter()
-                t.append(batch)
-                samples[fsync].append(time.perf_counter() - start)
+                batch = stream.batch(rows)
+                samples[fsync].append(timed_call(lambda b=batch, t=t: t.append(b))[0])
         cat.io.fsync = True
-        result = {"rows": rows, "with_fsync_median_s": median(samples[True]),
+        result = {"dataset": ds.name, "rows": rows, "with_fsync_median_s": median(samples[True]),
                   "without_fsync_median_s": median(samples[False]), "with_fsync_s": samples[True],
                   "without_fsync_s": samples[False]}
         result["ratio"] = result["with_fsync_median_s"] / result["without_fsync_median_s"]
@@ -208,44 +279,14 @@ def bench_fsync(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
     return out
 
 
-def fsync_report(results: list[dict[str, Any]], loadavg: str) -> str:
-    text = markdown_table(
-        ["rows per append", "with fsync (median ms)", "without fsync (median ms)", "with / without",
-         "cost per commit (ms)"],
-        [[f"{r['rows']:,}", ms(r["with_fsync_median_s"]), ms(r["without_fsync_median_s"]), f"{r['ratio']:.2f}x",
-          ms(r["with_fsync_median_s"] - r["without_fsync_median_s"])] for r in results])
-    return text + f"\n\nload average at the start (/proc/loadavg): {loadavg}"
-
-
-def report(lake: list[dict[str, Any]], delta: list[dict[str, Any]]) -> str:
-    by_level = {d["level"]: d for d in delta}
-    rows = []
-    for r in lake:
-        d = by_level.get(r["level"])
-        ratio = f"{d['median_s'] / r['median_s']:.1f}x" if d else "-"
-        rows.append([f"{r['level']:,}", ms(r["median_s"]), ms(d["median_s"]) if d else "-", ratio,
-                     f"{r['metadata_json_bytes']:,}", r["manifests_in_list"]])
-    text = markdown_table(["prior commits", "lakefmt append (median ms)", "delta-rs append (median ms)",
-                           "delta-rs / lakefmt", "metadata JSON bytes", "manifests in list"], rows)
-    labels = list(lake[0]["breakdown_median_s"]) if lake else []
-    text += "\n\nWhere an append's time goes (median ms per append):\n\n"
-    text += markdown_table(["part"] + [f"{r['level']:,}" for r in lake],
-                           [[label.replace("  ", "- ")] + [ms(r["breakdown_median_s"].get(label)) for r in lake]
-                            for label in labels])
-    if len(lake) >= 2:
-        growth = lake[-1]["median_s"] / lake[0]["median_s"]
-        text += (f"\n\nlakefmt growth from {lake[0]['level']:,} to {lake[-1]['level']:,} commits: {growth:.2f}x "
-                 f"(goal <= 2x: {'met' if growth <= 2 else 'MISSED'})")
-    return text
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     levels = lambda s: [int(x) for x in s.split(",") if x]
-    parser.add_argument("--levels", type=levels, default=[10, 1000, 10000])
-    parser.add_argument("--delta-levels", type=levels, default=[10, 1000])
-    parser.add_argument("--samples", type=int, default=20)
-    parser.add_argument("--rows", type=int, default=10, help="rows per append")
+    add_dataset_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="levels 10 and 200, 5 samples: a smoke run")
+    parser.add_argument("--levels", type=levels, help="prior commits to measure at (default 10,1000,10000)")
+    parser.add_argument("--delta-levels", type=levels, help="levels delta-rs is measured at (default 10,1000)")
+    parser.add_argument("--samples", type=int, help="appends per level and side (default 15; quick 5)")
     parser.add_argument("--real-up-to", type=int, default=100)
     parser.add_argument("--no-delta", action="store_true")
     parser.add_argument("--fsync-cost", action="store_true", help="only compare appends with and without fsync")
@@ -254,32 +295,34 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--json", help="write results here instead of benchmarks/results/")
     args = parser.parse_args()
+    args.levels = args.levels or ([10, 200] if args.quick else [10, 1000, 10000])
+    args.delta_levels = args.delta_levels or ([10, 200] if args.quick else [10, 1000])
+    args.samples = args.samples or (5 if args.quick else 15)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakefmt-bench-append-"))
     root.mkdir(parents=True, exist_ok=True)
     env = environment()
-    if args.fsync_cost:
-        loadavg = Path("/proc/loadavg").read_text().strip() if Path("/proc/loadavg").exists() else "-"
-        try:
-            fsync = bench_fsync(args, root)
-        finally:
-            if not args.keep:
-                shutil.rmtree(root, ignore_errors=True)
-        text = fsync_report(fsync, loadavg)
-        print("\n" + text)
-        path = write_results("append-fsync", {"benchmark": "append-fsync", "environment": env, "args": vars(args),
-                                              "loadavg": loadavg, "results": fsync, "markdown": text}, args.json)
-        print(f"\nresults: {path}")
-        return
+    started_load = loadavg()
     try:
-        lake = bench_lakefmt(args, root)
-        delta = [] if args.no_delta else bench_delta(args, root)
+        if args.fsync_cost:
+            fsync = bench_fsync(args, root)
+        else:
+            results = [bench_dataset(ds, args, root) for ds in selected(args.dataset)]
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    text = report(lake, delta)
-    print("\n" + text)
-    path = write_results("append", {"benchmark": "append", "environment": env, "args": vars(args),
-                                    "lakefmt": lake, "delta_rs": delta, "markdown": text}, args.json)
+    if args.fsync_cost:
+        text = markdown_table(
+            ["rows per append", "with fsync (median ms)", "without fsync (median ms)", "with / without"],
+            [[f"{r['rows']:,}", ms(r["with_fsync_median_s"]), ms(r["without_fsync_median_s"]), f"{r['ratio']:.2f}x"]
+             for r in fsync]) + f"\n\nload average at the start: {started_load}"
+        print("\n" + text)
+        path = write_results("append-fsync", {"benchmark": "append-fsync", "environment": env, "args": vars(args),
+                                              "loadavg": started_load, "results": fsync, "markdown": text}, args.json)
+    else:
+        text = report(results) + f"\n\nload average at the start: {started_load}; at the end: {loadavg()}"
+        print("\n" + text)
+        path = write_results("append", {"benchmark": "append", "environment": env, "args": vars(args),
+                                        "results": results, "markdown": text}, args.json, quick=args.quick)
     print(f"\nresults: {path}")
 
 

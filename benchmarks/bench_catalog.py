@@ -1,23 +1,28 @@
-"""Benchmark: catalog commits per second from 1 and 4 processes (issue 2, Benchmarks).
+"""Benchmark: commits per second from 4 processes appending to one table, against delta-rs (issue 11, goal 2).
 
-Two workloads, each run with 1 process and with ``--processes`` processes (default 4)
-started together from a barrier (``multiprocessing`` spawn context), all committing
-to one table through one DuckDB catalog file:
+On each dataset (:mod:`loop_data`) ``--processes`` processes (default 4, ``multiprocessing``
+spawn context) start together from a barrier and each append ``--commits`` batches of
+``--rows`` rows (one ingest window each) to one table:
 
-* ``append``: ``Table.append`` of a small batch (``--rows`` rows), the full commit
-  path: data file, manifest, manifest list, metadata JSON, compare-and-swap; a
-  process that lost the race rebuilds its commit on the new base under the lock;
-* ``cas only``: the bare catalog session: lock, open DuckDB, read the pointer,
-  compare-and-swap with a commit-log row, close. No table files. This is the
-  ceiling the catalog design allows for any commit.
+* ``lakefmt``: ``Table.append`` on a table partitioned by ``day(ts)``, all processes committing
+  through one DuckDB catalog file; a process that lost the race rebuilds its commit on the new
+  base under the catalog lock;
+* ``delta-rs``: ``write_deltalake(mode="append", partition_by=["day"])`` on a Delta table on
+  local disk. delta-rs needs no lock provider on a local file system: a commit creates
+  ``_delta_log/<version>.json`` with an atomic rename that fails if the file exists, and a
+  blind append that lost the race re-reads the log and retries at the next version
+  (``CommitProperties(max_commit_retries=...)``, raised here to 100). A write that still fails
+  is retried by the worker and counted.
 
-Throughput = commits / wall time from the barrier to the last commit. Each worker
-also reports where its time went (instrumented with ``core_common.Breakdown``) and
-how often it had to rebuild. Goal: at least 40 commits/s from 4 processes (append).
+Throughput = commits / wall time from the barrier to the last commit. Rounds (``--rounds``,
+default 3) alternate lakefmt and delta-rs so both see the same machine load; the median of the
+rounds and the ratio lakefmt / delta-rs are reported. One round of bare catalog
+compare-and-swap sessions (``cas only``: no table files) gives the ceiling the catalog allows.
+Goal: lakefmt's commits/s at least delta-rs's.
 
 Usage:
-    python benchmarks/bench_catalog.py                       # ~2 minutes on 2 cores
-    python benchmarks/bench_catalog.py --commits 20          # quick
+    python benchmarks/bench_catalog.py                        # both datasets, ~3 minutes on 2 cores
+    python benchmarks/bench_catalog.py --quick                # smoke run
 Results: benchmarks/results/catalog-<UTC time>.json
 """
 
@@ -34,144 +39,225 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import pyarrow as pa
-from core_common import commit_path_breakdown, environment, markdown_table, write_results
+from core_common import commit_path_breakdown, environment, markdown_table, median, write_results
+from loop_data import DATASETS, Dataset, add_dataset_argument, loadavg, selected, with_day
 
 import lakefmt
 
-SCHEMA = pa.schema([("proc", pa.int32()), ("i", pa.int32()), ("value", pa.float64())])
-TABLE = "bench.commits"
+STREAM_FILES = 100_000  # ingest windows over 10 days, as in bench_append
 
 
-def batch(proc: int, i: int, rows: int) -> pa.Table:
-    return pa.table({"proc": pa.array([proc] * rows, pa.int32()), "i": pa.array([i] * rows, pa.int32()),
-                     "value": pa.array([float(r) for r in range(rows)])}, schema=SCHEMA)
+def batch(ds: Dataset, proc: int, i: int, rows: int, commits: int) -> Any:
+    return ds.rows(proc * commits + i, files=STREAM_FILES, rows=rows, days=10)
 
 
-def append_worker(warehouse: str, proc: int, commits: int, rows: int, barrier: Any, results: Any) -> None:
+def lakefmt_worker(spec: dict[str, Any], proc: int, barrier: Any, results: Any) -> None:
     try:
+        ds, commits, rows = DATASETS[spec["dataset"]], spec["commits"], spec["rows"]
+        batches = [batch(ds, proc, i, rows, commits) for i in range(commits)]
         breakdown = commit_path_breakdown()
-        t = lakefmt.Catalog(warehouse).load_table(TABLE)
+        t = lakefmt.Catalog(spec["target"]).load_table("bench.commits")
         t.write_token()  # take the write lease before the clock starts
         barrier.wait(timeout=300)
         breakdown.take()
         start = time.perf_counter()
-        for i in range(commits):
-            t.append(batch(proc, i, rows))
-        elapsed = time.perf_counter() - start
-        parts = breakdown.take()
+        for b in batches:
+            t.append(b)
+        end = time.perf_counter()
         builds = breakdown.take_calls().get("manifests + manifest list", 0)
-        results.put(("ok", proc, {"start": start, "end": time.perf_counter(), "elapsed_s": elapsed,
-                                  "commits": commits, "parts_s": parts, "builds": builds}))
+        results.put(("ok", proc, {"start": start, "end": end, "parts_s": breakdown.take(), "builds": builds,
+                                  "failed_writes": 0}))
     except BaseException:  # noqa: BLE001 - reported to the parent
         results.put(("error", proc, traceback.format_exc()))
 
 
-def cas_worker(warehouse: str, proc: int, commits: int, rows: int, barrier: Any, results: Any) -> None:
-    """Move the pointer of a table with bare CAS calls (no table files): the catalog's own cost."""
+def delta_worker(spec: dict[str, Any], proc: int, barrier: Any, results: Any) -> None:
     try:
-        cat = lakefmt.Catalog(warehouse)
-        ns, name = TABLE.split(".")
+        from deltalake import CommitProperties, write_deltalake
+
+        ds, commits, rows = DATASETS[spec["dataset"]], spec["commits"], spec["rows"]
+        batches = [with_day(batch(ds, proc, i, rows, commits)) for i in range(commits)]
+        props = CommitProperties(max_commit_retries=100)
+        failed = 0
         barrier.wait(timeout=300)
         start = time.perf_counter()
-        done = lost = 0
-        while done < commits:
-            with cat.session() as s:
-                current = s.current_location(ns, name)
-                new = f"{current.split('#')[0]}#{proc}-{done}"
-                if s.compare_and_swap(ns, name, current, new, operation="append", snapshot_id=None, summary={}):
-                    done += 1
-                else:
-                    lost += 1
-        elapsed = time.perf_counter() - start
-        results.put(("ok", proc, {"start": start, "end": time.perf_counter(), "elapsed_s": elapsed,
-                                  "commits": commits, "lost": lost}))
+        for b in batches:
+            while True:
+                try:
+                    write_deltalake(spec["target"], b, mode="append", partition_by=["day"], commit_properties=props)
+                    break
+                except Exception:
+                    failed += 1
+                    if failed > 10 * commits:
+                        raise
+        end = time.perf_counter()
+        results.put(("ok", proc, {"start": start, "end": end, "failed_writes": failed}))
     except BaseException:  # noqa: BLE001
         results.put(("error", proc, traceback.format_exc()))
 
 
-def run(kind: str, processes: int, commits: int, rows: int, root: Path) -> dict[str, Any]:
-    warehouse = str(root / f"{kind.replace(' ', '_')}-{processes}")
-    cat = lakefmt.Catalog(warehouse, create=True)
-    cat.create_table(TABLE, schema=SCHEMA)
+def cas_worker(spec: dict[str, Any], proc: int, barrier: Any, results: Any) -> None:
+    """Move the pointer of a table with bare CAS calls (no table files): the catalog's own cost."""
+    try:
+        cat = lakefmt.Catalog(spec["target"])
+        barrier.wait(timeout=300)
+        start = time.perf_counter()
+        done = lost = 0
+        while done < spec["commits"]:
+            with cat.session() as s:
+                current = s.current_location("bench", "commits")
+                new = f"{current.split('#')[0]}#{proc}-{done}"
+                if s.compare_and_swap("bench", "commits", current, new, operation="append", snapshot_id=None,
+                                      summary={}):
+                    done += 1
+                else:
+                    lost += 1
+        results.put(("ok", proc, {"start": start, "end": time.perf_counter(), "lost": lost, "failed_writes": 0}))
+    except BaseException:  # noqa: BLE001
+        results.put(("error", proc, traceback.format_exc()))
+
+
+WORKERS = {"lakefmt": lakefmt_worker, "delta-rs": delta_worker, "cas only": cas_worker}
+
+
+def prepare(kind: str, ds: Dataset, target: str) -> None:
+    """An empty table to append to (delta-rs: created by a first, uncounted append)."""
+    if kind == "delta-rs":
+        from deltalake import write_deltalake
+
+        write_deltalake(target, with_day(ds.rows(STREAM_FILES - 1, files=STREAM_FILES, rows=1, days=10)),
+                        mode="append", partition_by=["day"])
+    else:
+        lakefmt.Catalog(target, create=True).create_table("bench.commits", schema=ds.schema,
+                                                         partition_by=["day(ts)"])
+
+
+def check(kind: str, ds: Dataset, target: str, total: int, rows: int) -> None:
+    """Every commit landed, once."""
+    if kind == "delta-rs":
+        from deltalake import DeltaTable
+
+        dt = DeltaTable(target)
+        assert dt.version() == total, (dt.version(), total)
+        assert dt.to_pyarrow_dataset().count_rows() == total * rows + 1
+    elif kind == "lakefmt":
+        t = lakefmt.Catalog(target).load_table("bench.commits")
+        assert len(t.snapshots()) == total, (len(t.snapshots()), total)
+        assert t.scan().count() == total * rows
+
+
+def run(kind: str, ds: Dataset, processes: int, commits: int, rows: int, target: str) -> dict[str, Any]:
+    prepare(kind, ds, target)
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(processes + 1), ctx.Queue()
-    target = append_worker if kind == "append" else cas_worker
-    procs = [ctx.Process(target=target, args=(warehouse, p, commits, rows, barrier, results))
-             for p in range(processes)]
+    spec = {"dataset": ds.name, "commits": commits, "rows": rows, "target": target}
+    procs = [ctx.Process(target=WORKERS[kind], args=(spec, p, barrier, results)) for p in range(processes)]
     for p in procs:
         p.start()
     barrier.wait(timeout=300)
-    wall_start = time.perf_counter()
+    load = loadavg()
     reports = [results.get(timeout=1800) for _ in procs]
-    wall = time.perf_counter() - wall_start
     for p in procs:
         p.join()
     errors = [r for r in reports if r[0] != "ok"]
     if errors:
         raise RuntimeError("\n".join(str(e[2]) for e in errors))
-    total = processes * commits
     stats = [r[2] for r in reports]
-    out: dict[str, Any] = {"kind": kind, "processes": processes, "commits_per_process": commits,
-                           "total_commits": total, "wall_s": wall, "commits_per_s": total / wall,
-                           "workers": stats}
-    if kind == "append":
-        t = cat.load_table(TABLE)
-        assert len(t.snapshots()) == total, (len(t.snapshots()), total)
-        assert t.scan().count() == total * rows
+    total = processes * commits
+    wall = max(s["end"] for s in stats) - min(s["start"] for s in stats)
+    check(kind, ds, target, total, rows)
+    out: dict[str, Any] = {"kind": kind, "dataset": ds.name, "processes": processes, "total_commits": total,
+                           "wall_s": wall, "commits_per_s": total / wall, "load_average": load,
+                           "failed_writes": sum(s["failed_writes"] for s in stats)}
+    if kind == "lakefmt":
         parts: dict[str, float] = {}
         for s in stats:
             for k, v in s["parts_s"].items():
                 parts[k] = parts.get(k, 0.0) + v
         out["per_commit_ms"] = {k: 1000 * v / total for k, v in sorted(parts.items())}
-        held = parts.get("catalog session (lock+open+work+close)", 0.0) - parts.get("  waiting for the catalog lock", 0.0)
-        out["per_commit_ms"]["  lock held (session - waiting)"] = 1000 * held / total
         out["builds_per_commit"] = sum(s["builds"] for s in stats) / total
-    else:
-        out["lost_races"] = sum(s["lost"] for s in stats)
-    print(f"{kind:8s} x {processes} processes: {total} commits in {wall:.1f}s = {total / wall:.1f} commits/s",
-          flush=True)
+    print(f"[{ds.name}] {kind:8s} x {processes}: {total} commits in {wall:.1f}s = {total / wall:.1f} commits/s "
+          f"(load {load})", flush=True)
     return out
+
+
+def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {"lakefmt": [], "delta-rs": []}
+    for r in range(args.rounds):
+        for kind in ("lakefmt", "delta-rs") if r % 2 == 0 else ("delta-rs", "lakefmt"):
+            if kind == "delta-rs" and args.no_delta:
+                continue
+            target = str(root / f"{ds.name}-{kind}-{r}")
+            runs[kind].append(run(kind, ds, args.processes, args.commits, args.rows, target))
+            shutil.rmtree(target, ignore_errors=True)
+    cas = run("cas only", ds, args.processes, args.commits, args.rows, str(root / f"{ds.name}-cas"))
+    out: dict[str, Any] = {"dataset": ds.name, "runs": runs, "cas_only": cas,
+                           "median_commits_per_s": {k: median([x["commits_per_s"] for x in v])
+                                                    for k, v in runs.items() if v}}
+    med = out["median_commits_per_s"]
+    if "delta-rs" in med:
+        out["ratio"] = med["lakefmt"] / med["delta-rs"]
+    return out
+
+
+def report(results: list[dict[str, Any]], processes: int) -> str:
+    rows = []
+    for res in results:
+        med = res["median_commits_per_s"]
+
+        def per_round(kind: str, res: dict[str, Any] = res) -> str:
+            return ", ".join(f"{x['commits_per_s']:.1f}" for x in res["runs"].get(kind, []))
+
+        ratio = res.get("ratio")
+        rows.append([res["dataset"], f"{med['lakefmt']:.1f} ({per_round('lakefmt')})",
+                     f"{med['delta-rs']:.1f} ({per_round('delta-rs')})" if "delta-rs" in med else "-",
+                     f"{ratio:.2f}x" if ratio else "-",
+                     ("met" if ratio >= 1 else "**missed**") if ratio else "-",
+                     f"{res['cas_only']['commits_per_s']:.1f}",
+                     ", ".join(x["load_average"].split(" ")[0] for v in res["runs"].values() for x in v)])
+    text = markdown_table([f"dataset ({processes} processes)", "lakefmt commits/s (rounds)",
+                           "delta-rs commits/s (rounds)", "lakefmt / delta-rs", "goal >= 1.0x",
+                           "bare CAS commits/s", "load per run"], rows)
+    for res in results:
+        lake = res["runs"]["lakefmt"]
+        labels = sorted({k for x in lake for k in x["per_commit_ms"]}, key=lambda k: (k.startswith(" "), k))
+        text += (f"\n\n[{res['dataset']}] lakefmt: ms per commit summed over processes, median of rounds "
+                 f"({median([x['builds_per_commit'] for x in lake]):.2f} builds per commit; delta-rs writes "
+                 f"retried after running out of commit retries: "
+                 f"{sum(x['failed_writes'] for x in res['runs'].get('delta-rs', []))}):\n\n")
+        part_ms = {k: median([x["per_commit_ms"].get(k, 0.0) for x in lake]) for k in labels}
+        text += markdown_table(["part", "ms"], [[k.replace("  ", "- "), f"{v:.1f}"] for k, v in part_ms.items()])
+    return text
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--commits", type=int, default=50, help="commits per process")
+    add_dataset_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="10 commits per process, one round")
+    parser.add_argument("--commits", type=int, help="commits per process (default 50; quick 10)")
+    parser.add_argument("--rounds", type=int, help="rounds of lakefmt and delta-rs (default 3; quick 1)")
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--rows", type=int, default=10)
+    parser.add_argument("--no-delta", action="store_true")
     parser.add_argument("--dir")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
+    args.commits = args.commits or (10 if args.quick else 50)
+    args.rounds = args.rounds or (1 if args.quick else 3)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakefmt-bench-catalog-"))
+    root.mkdir(parents=True, exist_ok=True)
     env = environment()
-    results = []
+    started_load = loadavg()
     try:
-        for kind in ("cas only", "append"):
-            for processes in (1, args.processes):
-                commits = args.commits * (args.processes if processes == 1 else 1)  # same total work
-                results.append(run(kind, processes, commits, args.rows, root))
+        results = [bench_dataset(ds, args, root) for ds in selected(args.dataset)]
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    rows = [[r["kind"], r["processes"], r["total_commits"], f"{r['wall_s']:.1f}", f"{r['commits_per_s']:.1f}",
-             f"{1000 / r['commits_per_s']:.1f}"] for r in results]
-    text = markdown_table(["workload", "processes", "commits", "wall s", "commits/s", "ms per commit"], rows)
-    appends = [r for r in results if r["kind"] == "append"]
-    labels = sorted({k for r in appends for k in r["per_commit_ms"]}, key=lambda k: (k.startswith(" "), k))
-    text += "\n\nAppend: time per commit summed over processes (ms), by part of the commit path:\n\n"
-    text += markdown_table(["part"] + [f"{r['processes']} proc" for r in appends],
-                           [[k.replace("  ", "- ")] + [f"{r['per_commit_ms'].get(k, 0.0):.1f}" for r in appends]
-                            for k in labels]
-                           + [["builds per commit (1 = no lost race)"] + [f"{r['builds_per_commit']:.2f}"
-                                                                          for r in appends]])
-    four = next((r for r in appends if r["processes"] == args.processes), None)
-    if four:
-        text += (f"\n\nGoal >= 40 commits/s from {args.processes} processes (append): "
-                 f"{'met' if four['commits_per_s'] >= 40 else 'MISSED'} ({four['commits_per_s']:.1f}/s)")
+    text = report(results, args.processes) + f"\n\nload average at the start: {started_load}; at the end: {loadavg()}"
     print("\n" + text)
     path = write_results("catalog", {"benchmark": "catalog", "environment": env, "args": vars(args),
-                                     "results": results, "markdown": text}, args.json)
+                                     "results": results, "markdown": text}, args.json, quick=args.quick)
     print(f"\nresults: {path}")
 
 

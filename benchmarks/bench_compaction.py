@@ -1,51 +1,50 @@
-"""Benchmark: lakefmt compaction vs delta-rs ``optimize`` vs a plain pyarrow rewrite (issue 3, Benchmarks).
+"""Benchmark: lakefmt compaction vs delta-rs ``optimize`` vs a plain pyarrow rewrite (issue 11, goals 3-5).
 
 The same small-files data is registered twice: as a lakefmt table (written through
-``Table.write_data_files`` and one append commit) and as a Delta table
-(``deltalake.convert_to_deltalake`` over hard links to the very same Parquet files,
-in a ``day=YYYY-MM-DD/`` layout). Both compactors therefore read identical bytes.
+``Table.write_data_files`` and one append commit, partitioned by ``day(ts)``) and as a Delta
+table (``deltalake.convert_to_deltalake`` over hard links to the very same Parquet files, in a
+``day=YYYY-MM-DD/`` layout). Both compactors therefore read identical bytes.
 
-Data sets (the defaults; ``--quick`` shrinks them):
+Datasets (:mod:`loop_data`, ``--dataset``): ``telemetry`` (the hard one: 2,000 payloads, a
+200-byte string per row; target file size 32 MiB) and ``artemis`` (narrow Artemis-like rows;
+16 MiB). Shapes of each (``--quick`` shrinks them):
 
-* ``1k``: 1,000 files of ~1 MB over 10 day partitions (~1 GB);
-* ``4k``: 4,000 files of ~250 KB over 10 day partitions (~1 GB);
-* ``mem``: one day partition of ~1 GB in 1 MB files, for peak memory.
-
-Rows imitate Artemis downlinks (``lakefmt.demo``): ``ts`` (random within each file's
-ingest window: high cardinality), ``mission_id`` (8 values), ``payload_id`` (200),
-``sensor_kind`` (5 strings), ``seq`` (unique, increasing) and ``value`` (random double).
+* ``1mb``: 1,000 files of ~1 MB over 10 day partitions (~1 GB);
+* ``250kb``: 4,000 files of ~250 KB over 10 day partitions;
+* ``tiny``: 240 tiny files in 3 day partitions (fixed costs);
+* ``mem``: one ~1 GB day partition in 1 MB files, for peak memory with lakefmt's defaults.
 
 Cases, each in a fresh process, timed inside it after imports (wall time and the CPU
 time of all its threads), peak RSS from ``VmHWM``; the tables are reset to their
 ingested state after every run:
 
 * ``lakefmt binpack`` / ``sort`` / ``zorder``: ``t.compaction.run(...)`` with
-  ``min_age_seconds=0`` and target file size ``--target-mib``, verification included;
-  ``lakefmt-binpack-noverify`` is the same without reading the outputs back (a
-  reference, to price COMPACT-17; the inputs are still hashed);
+  ``min_age_seconds=0`` and the dataset's target file size, verification included;
 * ``delta compact`` / ``delta zorder``: ``DeltaTable.optimize.compact`` / ``.z_order``,
   same target size, ZSTD level 3 (lakefmt's level);
 * ``pyarrow rewrite``: per partition, read every input, write once (``pq.write_table``,
-  ZSTD 3, pyarrow defaults otherwise), partitions one after another: the plain rewrite
-  the issue names as the reference; ``pyarrow zorder`` adds a plain rank-and-interleave
-  Z-order (:func:`plain_zorder_indices`) and a take;
-* ``duckdb rewrite``: the same per partition with DuckDB, ``COPY (SELECT * FROM
-  read_parquet([...])) TO ... (FORMAT parquet, COMPRESSION zstd)`` (an engine candidate).
+  ZSTD 3), partitions one after another: the plain rewrite;
+* with ``--references``: ``pyarrow zorder`` (a plain rank-and-interleave Z-order),
+  ``lakefmt-binpack-noverify`` (outputs not read back, to price COMPACT-17) and
+  ``duckdb rewrite`` (``COPY (SELECT * FROM read_parquet([...])) TO ...``).
 
-Bin-pack cases run ``--runs`` times (default 3) on ``1k``, interleaved; the others once.
-Z-order and sort are over ``(payload_id, sensor_kind)``. The selective query is one
-payload and sensor kind on one day: through lakefmt's scan (``t.scan(f).to_arrow()``)
-and through DuckDB over the planned files (``read_parquet([...])``), in a fresh process
-before and after compaction; both timings include lakefmt's planning.
+Bin-pack cases run ``--runs`` times (default 3) on ``1mb`` and ``--tiny-runs`` (5) on ``tiny``,
+interleaved with delta-rs; the others once. Z-order and sort are over ``(payload_id,
+sensor_kind)``; lakefmt's sort is compared with delta-rs's Z-order (delta-rs has no sort). The
+selective query (one payload, one sensor kind, one day) runs in a fresh process before and
+after each compaction of ``1mb`` (after bin-pack on ``250kb``), through lakefmt's scan
+(``t.scan(f).to_arrow()``) and through DuckDB over the planned files (``read_parquet([...])``),
+alternating; both timings include lakefmt's planning.
 
 Usage:
-    python benchmarks/bench_compaction.py                 # ~10 minutes on 2 quiet cores
-    python benchmarks/bench_compaction.py --quick         # ~1 minute smoke run
-    python benchmarks/bench_compaction.py --runs 5 --dir /tmp/bench-compaction --keep
+    python benchmarks/bench_compaction.py                        # telemetry, ~10 minutes on 2 cores
+    python benchmarks/bench_compaction.py --dataset artemis      # the other dataset, ~8 minutes
+    python benchmarks/bench_compaction.py --quick --dataset both  # smoke run, ~2 minutes
+    python benchmarks/bench_compaction.py --report benchmarks/results/compaction-....json
 
-Results go to ``benchmarks/results/compaction-<UTC time>.json`` (quick runs to
-``compaction-quick-latest.json``; ``--json PATH`` to choose); a Markdown table of
-medians and ratios is printed at the end.
+Results go to ``benchmarks/results/compaction-<dataset>-<UTC time>.json`` (quick runs to
+``compaction-quick-latest.json``; ``--json PATH`` to choose); Markdown tables of medians,
+ratios and the goals are printed at the end.
 """
 
 from __future__ import annotations
@@ -72,74 +71,37 @@ sys.path.insert(0, str(REPO))
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-
-from lakefmt.demo import SCHEMA, SENSOR_KINDS  # the same Artemis-like rows as the demo
+from loop_data import CLUSTER_COLUMNS as COLUMNS
+from loop_data import DATASETS, CompactionShape, add_dataset_argument, loadavg, selected
 
 TABLE = "bench.downlinks"
-PAYLOADS = 200
-DAY0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
-COLUMNS = ["payload_id", "sensor_kind"]  # Z-order columns and sort keys
-QUERY_DAY = 1
 ZSTD_LEVEL = 3
 MiB = 1024 * 1024
-
-DATASETS = {  # name: (files, rows per file, day partitions); ~13.5 bytes per row as lakefmt writes them
-    "1k": (1000, 75_000, 10),   # ~1 MB files
-    "4k": (4000, 19_000, 10),   # ~250 KB files
-    "mem": (1000, 75_000, 1),   # one ~1 GB partition
-}
-QUICK_DATASETS = {
-    "1k": (60, 75_000, 3),
-    "4k": (240, 19_000, 3),
-    "mem": (64, 75_000, 1),
-}
 
 
 # -- data -------------------------------------------------------------------------------------------
 
-def file_rows(index: int, files: int, rows: int, days: int) -> pa.Table:
-    """The rows of ingest file ``index``: one time window of one day (files are in time order)."""
-    per_day = files // days
-    day, slot = divmod(index, per_day)
-    window_us = 86_400_000_000 // per_day
-    start_us = int((DAY0 + timedelta(days=day)).timestamp() * 1_000_000) + slot * window_us
-
-    def uniform(salt: int) -> pa.Array:
-        return pc.random(rows, initializer=index * 1_000_003 + salt)
-
-    def scaled(salt: int, n: int) -> pa.Array:
-        return pc.cast(pc.floor(pc.multiply(uniform(salt), n)), pa.int64())
-
-    return pa.table({
-        "ts": pc.cast(pc.add(scaled(1, window_us), start_us), pa.timestamp("us", tz="UTC")),
-        "mission_id": pc.cast(scaled(2, 8), pa.int32()),
-        "payload_id": scaled(3, PAYLOADS),
-        "sensor_kind": SENSOR_KINDS.take(scaled(4, len(SENSOR_KINDS))),
-        "seq": pa.array(range(index * rows, (index + 1) * rows), pa.int64()),
-        "value": pc.multiply(uniform(5), 100.0),
-    }, schema=SCHEMA)
-
-
-def build_dataset(folder: str, name: str, files: int, rows: int, days: int, with_delta: bool) -> dict[str, Any]:
+def build_dataset(folder: str, dataset: str, shape: CompactionShape, with_delta: bool) -> dict[str, Any]:
     """Write the lakefmt table (and the Delta table over the same files) under ``folder``."""
     import lakefmt
     from lakefmt.commit import FileChange
 
+    ds = DATASETS[dataset]
     started = time.perf_counter()
     catalog = lakefmt.Catalog(f"{folder}/lakefmt", create=True)
-    t = catalog.create_table(TABLE, SCHEMA, partition_by=["day(ts)"])
+    t = catalog.create_table(TABLE, ds.schema, partition_by=["day(ts)"])
 
     def write(i: int) -> Any:
-        return t.write_data_files(file_rows(i, files, rows, days))
+        return t.write_data_files(ds.rows(i, files=shape.files, rows=shape.rows, days=shape.days))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        data_files = [f for fs in pool.map(write, range(files)) for f in fs]
+        data_files = [f for fs in pool.map(write, range(shape.files)) for f in fs]
     t.commit_change(FileChange("append", added=data_files), cleanup_on_failure=data_files)
     t.release_write_token()
     lakefmt_s = time.perf_counter() - started
     info: dict[str, Any] = {
-        "name": name, "files": len(data_files), "rows": sum(f.record_count for f in data_files),
-        "bytes": sum(f.file_size_bytes for f in data_files), "partitions": days, "lakefmt_build_s": lakefmt_s}
+        "files": len(data_files), "rows": sum(f.record_count for f in data_files),
+        "bytes": sum(f.file_size_bytes for f in data_files), "partitions": shape.days, "lakefmt_build_s": lakefmt_s}
     if with_delta:
         from deltalake import Schema, convert_to_deltalake
 
@@ -221,37 +183,43 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def query_filter() -> tuple[str, str]:
-    """The selective query: one payload and sensor kind on one day, in lakefmt and DuckDB syntax."""
-    lo = (DAY0 + timedelta(days=QUERY_DAY)).strftime("%Y-%m-%d %H:%M:%S")
-    hi = (DAY0 + timedelta(days=QUERY_DAY + 1)).strftime("%Y-%m-%d %H:%M:%S")
-    where = "payload_id = 17 AND sensor_kind = 'imu'"
-    return (f"ts >= TIMESTAMPTZ '{lo}' AND ts < TIMESTAMPTZ '{hi}' AND {where}",
-            f"ts >= TIMESTAMPTZ '{lo}+00' AND ts < TIMESTAMPTZ '{hi}+00' AND {where}")
+def measure_query(t: Any, dataset: str, runs: int) -> dict[str, Any]:
+    """Median seconds of the dataset's selective query: lakefmt's scan and DuckDB over the planned files.
 
-
-def measure_query(t: Any, runs: int) -> dict[str, Any]:
-    """Median seconds of the selective query through lakefmt's scan and DuckDB over the planned files."""
+    Both include lakefmt's planning (DuckDB reads the files lakefmt planned); the two alternate,
+    the order flipped every run. ``plan_s`` is planning alone.
+    """
     import duckdb
 
-    lake_filter, duck_filter = query_filter()
+    ds = DATASETS[dataset]
     con = duckdb.connect()
-    lake, duck, rows, planned = [], [], set(), 0
-    for _ in range(runs):
+    lake: list[float] = []
+    duck: list[float] = []
+    plan: list[float] = []
+    rows: set[int] = set()
+    planned = 0
+
+    def run_lakefmt() -> None:
         started = time.perf_counter()
-        result = t.scan(lake_filter).to_arrow()
+        rows.add(t.scan(ds.query).to_arrow().num_rows)
         lake.append(time.perf_counter() - started)
-        rows.add(result.num_rows)
+
+    def run_duckdb() -> None:
+        nonlocal planned
         started = time.perf_counter()
-        paths = [task.location for task in t.scan(lake_filter).plan().tasks]
-        got = con.read_parquet(paths).filter(duck_filter).to_arrow_table()
+        paths = [task.location for task in t.scan(ds.query).plan().tasks]
+        plan.append(time.perf_counter() - started)
+        rows.add(con.read_parquet(paths).filter(ds.query_sql).to_arrow_table().num_rows if paths else 0)
         duck.append(time.perf_counter() - started)
-        rows.add(got.num_rows)
         planned = len(paths)
+
+    for r in range(runs):
+        for run in (run_lakefmt, run_duckdb) if r % 2 == 0 else (run_duckdb, run_lakefmt):
+            run()
     if len(rows) != 1:
         raise RuntimeError(f"lakefmt and DuckDB disagree on the query's rows: {rows}")
     return {"lakefmt_s": statistics.median(lake), "duckdb_s": statistics.median(duck),
-            "lakefmt_best_s": min(lake), "duckdb_best_s": min(duck),
+            "plan_s": statistics.median(plan), "lakefmt_best_s": min(lake), "duckdb_best_s": min(duck),
             "files_planned": planned, "rows": rows.pop(), "runs": runs}
 
 
@@ -283,12 +251,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"case": case}
     if case.startswith("lakefmt"):
         import lakefmt
-        import lakefmt.compaction  # noqa: F401 - imported before the clock starts, as deltalake is
+        import lakefmt.compaction
 
         t = lakefmt.Catalog(f"{folder}/lakefmt").load_table(TABLE)
         out["rss_before_mb"] = round(maxrss_mb(), 1)
         if case == "lakefmt-query":
-            out.update(measure_query(t, spec["query_runs"]))
+            out.update(measure_query(t, spec["dataset"], spec["query_runs"]))
             return out
         strategy = case.split("-")[1]
         if case.endswith("-noverify"):  # to measure what reading the outputs back costs (COMPACT-17)
@@ -393,8 +361,8 @@ def partition_groups(folder: str) -> dict[str, list[str]]:
 # -- orchestration -----------------------------------------------------------------------------------
 
 BINPACK_CASES = ("lakefmt-binpack", "delta-compact", "pyarrow-rewrite")
-LAYOUT_CASES = ("lakefmt-zorder", "delta-zorder", "pyarrow-zorder", "lakefmt-sort")
-REFERENCE_CASES = ("lakefmt-binpack-noverify", "duckdb-rewrite")
+LAYOUT_CASES = ("lakefmt-zorder", "delta-zorder", "lakefmt-sort")
+REFERENCE_CASES = ("pyarrow-zorder", "lakefmt-binpack-noverify", "duckdb-rewrite")
 QUERY_CASES = ("lakefmt-binpack", "lakefmt-sort", "lakefmt-zorder")
 ORDER = (*BINPACK_CASES, *LAYOUT_CASES, *REFERENCE_CASES)
 DELTA_OF = {"lakefmt-binpack": "delta-compact", "lakefmt-binpack-noverify": "delta-compact",
@@ -402,43 +370,57 @@ DELTA_OF = {"lakefmt-binpack": "delta-compact", "lakefmt-binpack-noverify": "del
             "lakefmt-zorder": "delta-zorder", "pyarrow-zorder": "delta-zorder", "lakefmt-sort": "delta-zorder"}
 
 
+def schedules(args: argparse.Namespace) -> dict[str, list[tuple[str, int]]]:
+    """(case, runs) per shape; cases are interleaved run by run."""
+    layout = [(c, args.layout_runs) for c in LAYOUT_CASES]
+    references = [(c, 1) for c in REFERENCE_CASES] if args.references else []
+    return {"1mb": [(c, args.runs) for c in BINPACK_CASES] + layout + references,
+            "250kb": [(c, 1) for c in ("lakefmt-binpack", "delta-compact")],
+            "tiny": [(c, args.tiny_runs) for c in ("lakefmt-binpack", "delta-compact")]}
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def bench_dataset(root: str, name: str, shape: tuple[int, int, int], args: argparse.Namespace,
-                  schedule: list[tuple[str, int]]) -> dict[str, Any]:
-    """Build one data set, then run ``schedule`` (case, runs), interleaving the cases run by run."""
-    folder = f"{root}/{name}"
-    files, rows, days = shape
-    log(f"[{name}] writing {files} files x {rows} rows over {days} day partitions ...")
-    info = build_dataset(folder, name, files, rows, days, with_delta=any(c.startswith("delta") for c, _ in schedule))
+def bench_shape(root: str, dataset: str, shape_name: str, shape: CompactionShape, args: argparse.Namespace,
+                schedule: list[tuple[str, int]]) -> dict[str, Any]:
+    """Build one table, then run ``schedule`` (case, runs), interleaving the cases run by run."""
+    name = f"{dataset}/{shape_name}"
+    folder = f"{root}/{dataset}-{shape_name}"
+    target = DATASETS[dataset].target_mib * MiB
+    log(f"[{name}] writing {shape.files} files x {shape.rows} rows over {shape.days} day partitions ...")
+    info = build_dataset(folder, dataset, shape, with_delta=any(c.startswith("delta") for c, _ in schedule))
     log(f"[{name}] {info['files']} files, {info['bytes'] / 1e6:.0f} MB, {info['rows']:,} rows "
         f"(lakefmt {info['lakefmt_build_s']:.0f} s, delta {info.get('delta_build_s', 0):.1f} s)")
     groups = partition_groups(folder)
     states = [DirState(f"{folder}/lakefmt")] + ([DirState(f"{folder}/delta")] if os.path.isdir(
         f"{folder}/delta") else [])
-    base = {"dir": folder, "target": args.target_mib * MiB, "groups": groups}
-    out: dict[str, Any] = {"data": info, "target_file_size": args.target_mib * MiB,
-                           "runs": {c: [] for c, _ in schedule}}
+    base = {"dir": folder, "target": target, "groups": groups, "dataset": dataset}
+    query_cases = QUERY_CASES if shape_name == "1mb" else ("lakefmt-binpack",) if shape_name == "250kb" else ()
+    out: dict[str, Any] = {"dataset": dataset, "shape": shape_name, "data": info, "target_file_size": target,
+                           "runs": {c: [] for c, _ in schedule}, "load_average_at_start": loadavg()}
     try:
-        out["query_before"] = run_case({**base, "case": "lakefmt-query", "query_runs": args.query_runs})
-        q = out["query_before"]
-        log(f"[{name}] query before: {q['files_planned']} files, lakefmt {q['lakefmt_s'] * 1000:.0f} ms, "
-            f"duckdb {q['duckdb_s'] * 1000:.0f} ms, {q['rows']} rows")
+        if query_cases:
+            out["query_before"] = run_case({**base, "case": "lakefmt-query", "query_runs": args.query_runs})
+            q = out["query_before"]
+            log(f"[{name}] query before: {q['files_planned']} files, lakefmt {q['lakefmt_s'] * 1000:.0f} ms, "
+                f"duckdb {q['duckdb_s'] * 1000:.0f} ms, {q['rows']} rows")
         for r in range(max(n for _, n in schedule)):
             for case, runs in schedule:
                 if r >= runs:
                     continue
                 result = run_case({**base, "case": case})
-                if r == 0 and case in QUERY_CASES:  # in a fresh process, as the query before was
+                result["load_average"] = loadavg()
+                if r == 0 and case in query_cases:  # in a fresh process, as the query before was
                     result["query"] = run_case({**base, "case": "lakefmt-query", "query_runs": args.query_runs})
                 for s in states:
                     s.restore()
                 out["runs"][case].append(result)
                 log(f"[{name}] run {r + 1}/{runs} {case}: {result['seconds']:.2f} s "
                     f"(cpu {result['cpu_seconds']:.2f} s), {result['output_bytes'] / 1e6:.1f} MB in "
-                    f"{result['output_files']} files, peak {result['peak_rss_mb']:.0f} MB"
+                    f"{result['output_files']} files, peak {result['peak_rss_mb']:.0f} MB, load "
+                    f"{result['load_average'].split(' ')[0]}"
                     + (f"; query after: {result['query']['files_planned']} files, lakefmt "
                        f"{result['query']['lakefmt_s'] * 1000:.0f} ms, duckdb "
                        f"{result['query']['duckdb_s'] * 1000:.0f} ms" if "query" in result else ""))
@@ -454,32 +436,27 @@ def bench_dataset(root: str, name: str, shape: tuple[int, int, int], args: argpa
     return out
 
 
-def bench_memory(root: str, shape: tuple[int, int, int], args: argparse.Namespace) -> dict[str, Any]:
-    """Peak RSS of rewriting one large partition: by strategy and max group size."""
-    folder = f"{root}/mem"
-    files, rows, days = shape
-    log(f"[mem] writing one partition of {files} files x {rows} rows ...")
-    info = build_dataset(folder, "mem", files, rows, days, with_delta=False)
-    log(f"[mem] {info['files']} files, {info['bytes'] / 1e6:.0f} MB")
+def bench_memory(root: str, dataset: str, shape: CompactionShape, args: argparse.Namespace) -> dict[str, Any]:
+    """Peak RSS of rewriting one ~1 GB partition with lakefmt's defaults: bin-pack and Z-order."""
+    folder = f"{root}/{dataset}-mem"
+    log(f"[{dataset}/mem] writing one partition of {shape.files} files x {shape.rows} rows ...")
+    info = build_dataset(folder, dataset, shape, with_delta=False)
+    log(f"[{dataset}/mem] {info['files']} files, {info['bytes'] / 1e6:.0f} MB")
     groups = partition_groups(folder)
     state = DirState(f"{folder}/lakefmt")
-    sizes = [16] if args.quick else [128, 1024]
-    cases: list[tuple[str, dict[str, Any]]] = [
-        ("pyarrow-stream", {}), *([] if args.quick else [("pyarrow-rewrite", {})]),
-        ("lakefmt-binpack", {}), *[("lakefmt-zorder", {"max_group_size": g * MiB}) for g in sizes]]
     results = []
     try:
-        for case, options in cases:
-            result = run_case({"dir": folder, "target": args.target_mib * MiB, "groups": groups, "case": case,
-                               "options": options})
+        for case in ("lakefmt-binpack", "lakefmt-zorder"):
+            result = run_case({"dir": folder, "target": DATASETS[dataset].target_mib * MiB, "groups": groups,
+                               "case": case, "dataset": dataset})
             state.restore()
-            result["max_group_size"] = options.get("max_group_size")
+            result["load_average"] = loadavg()
             results.append(result)
-            log(f"[mem] {case} {options or ''}: peak RSS {result['peak_rss_mb']:.0f} MB "
+            log(f"[{dataset}/mem] {case}: peak RSS {result['peak_rss_mb']:.0f} MB "
                 f"(after imports {result['rss_before_mb']:.0f} MB), {result['seconds']:.1f} s")
     finally:
         state.close()
-    return {"data": info, "results": results}
+    return {"dataset": dataset, "data": info, "results": results}
 
 
 def same_runs(ds: dict[str, Any], case: str, runs: int) -> dict[str, float] | None:
@@ -499,17 +476,64 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b else "n/a"
 
 
+def goals(results: dict[str, Any]) -> list[list[str]]:
+    """Rows of the goal table (issue 11, goals 3-5): dataset, goal, measured, verdict."""
+    rows: list[list[str]] = []
+
+    def add(dataset: str, goal: str, measured: str, ok: bool | None) -> None:
+        rows.append([dataset, goal, measured, "-" if ok is None else ("met" if ok else "**missed**")])
+
+    for ds in results["shapes"].values():
+        dataset, shape = ds["dataset"], ds["shape"]
+        med = ds["median"]
+        if "lakefmt-binpack" in med and "delta-compact" in med:
+            m = med["lakefmt-binpack"]
+            d = same_runs(ds, "delta-compact", m["runs"])
+            w, c = m["seconds"] / d["seconds"], m["cpu_seconds"] / d["cpu_seconds"]
+            add(dataset, f"bin-pack {shape} <= 0.8x delta-rs (wall, CPU)", f"{w:.2f}x, {c:.2f}x",
+                w <= 0.8 and c <= 0.8)
+        if "lakefmt-zorder" in med and "delta-zorder" in med:
+            m = med["lakefmt-zorder"]
+            d = same_runs(ds, "delta-zorder", m["runs"])
+            w, c = m["seconds"] / d["seconds"], m["cpu_seconds"] / d["cpu_seconds"]
+            add(dataset, f"Z-order {shape} <= 0.7x delta-rs (wall; CPU)", f"{w:.2f}x; {c:.2f}x", w <= 0.7)
+        qb = ds.get("query_before")
+        if not qb:
+            continue
+        queries = [("before compaction", qb)] + [(f"after {c.split('-')[1]}", ds["runs"][c][0]["query"])
+                                                 for c in QUERY_CASES if ds["runs"].get(c) and
+                                                 "query" in ds["runs"][c][0]]
+        for label, q in queries:
+            r = q["lakefmt_s"] / q["duckdb_s"]
+            add(dataset, f"selective query {shape} {label}: lakefmt scan <= 1.2x DuckDB over the planned files",
+                f"{r:.2f}x ({q['lakefmt_s'] * 1000:.0f} vs {q['duckdb_s'] * 1000:.0f} ms)", r <= 1.2)
+        gains = {label: qb["lakefmt_s"] / q["lakefmt_s"] for label, q in queries[1:]}
+        if shape == "1mb" and gains:
+            best = max(gains.get("after sort", 0), gains.get("after zorder", 0))
+            add(dataset, "query gain after sort or Z-order >= 20x (lakefmt's scan)",
+                "; ".join(f"{k}: {v:.1f}x" for k, v in gains.items()), best >= 20)
+    for dataset, mem in results.get("memory", {}).items():
+        for r in mem["results"]:
+            if r["case"] == "lakefmt-zorder":
+                gigabytes = mem["data"]["bytes"] / 1e9  # the goal is stated for a 1 GB partition
+                add(dataset, f"Z-order peak RSS < 600 MB for a 1 GB partition (this one: {gigabytes:.2f} GB)",
+                    f"{r['peak_rss_mb']:.0f} MB", r["peak_rss_mb"] < 600 if gigabytes > 0.9 else None)
+    return rows
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The tables for benchmarks/README.md."""
     lines = []
-    for name, ds in results["datasets"].items():
+    for key, ds in results["shapes"].items():
         med, d = ds["median"], ds["data"]
-        lines += [(f"**{name}**: {d['files']:,} files of {d['mean_file_bytes'] / 1e3:,.0f} KB on average, "
+        loads = sorted(float(r["load_average"].split(" ")[0]) for rs in ds["runs"].values() for r in rs)
+        lines += [(f"**{key}**: {d['files']:,} files of {d['mean_file_bytes'] / 1e3:,.0f} KB on average, "
                    f"{d['bytes'] / 1e6:,.0f} MB, {d['rows']:,} rows, {d['partitions']} day partitions; "
-                   f"target file size {ds['target_file_size'] // MiB} MiB"), "",
+                   f"target file size {ds['target_file_size'] // MiB} MiB; load average "
+                   f"{loads[0]:.1f}-{loads[-1]:.1f}"), "",
                   ("| case | runs | wall s (median) | CPU s (median) | wall vs delta-rs | CPU vs delta-rs | "
-                   "wall vs pyarrow rewrite | output MB | vs delta-rs | files | peak RSS MB |"),
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                   "CPU vs pyarrow rewrite | output MB | files | peak RSS MB |"),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for case in ORDER:
             if case not in med:
                 continue
@@ -520,51 +544,50 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {case} | {m['runs']} | {m['seconds']:.2f} | {m['cpu_seconds']:.2f} | "
                 f"{ratio(m['seconds'], delta['seconds']) if delta else ''} | "
                 f"{ratio(m['cpu_seconds'], delta['cpu_seconds']) if delta else ''} | "
-                f"{ratio(m['seconds'], ref['seconds']) if ref else ''} | {m['output_bytes'] / 1e6:.1f} | "
-                f"{ratio(m['output_bytes'], delta['output_bytes']) if delta else ''} | {m['output_files']} | "
-                f"{m['peak_rss_mb']:.0f} |")
-        qb = ds["query_before"]
-        lines += ["", (f"| selective query ({qb['rows']:,} rows; median / best of {qb['runs']}) | files planned | "
-                       "lakefmt scan ms | speed-up | DuckDB over planned files ms | speed-up |"),
-                  "|---|---:|---:|---:|---:|---:|",
-                  (f"| before compaction | {qb['files_planned']} | {qb['lakefmt_s'] * 1000:.0f} / "
-                   f"{qb['lakefmt_best_s'] * 1000:.0f} | | {qb['duckdb_s'] * 1000:.0f} / "
-                   f"{qb['duckdb_best_s'] * 1000:.0f} | |")]
-        for case in QUERY_CASES:
-            runs_ = ds["runs"].get(case)
-            if not runs_ or "query" not in runs_[0]:
-                continue
-            q = runs_[0]["query"]
-            lines.append(
-                f"| after {case.split('-')[1]} | {q['files_planned']} | {q['lakefmt_s'] * 1000:.0f} / "
-                f"{q['lakefmt_best_s'] * 1000:.0f} | {ratio(qb['lakefmt_s'], q['lakefmt_s'])} / "
-                f"{ratio(qb['lakefmt_best_s'], q['lakefmt_best_s'])} | {q['duckdb_s'] * 1000:.0f} / "
-                f"{q['duckdb_best_s'] * 1000:.0f} | {ratio(qb['duckdb_s'], q['duckdb_s'])} / "
-                f"{ratio(qb['duckdb_best_s'], q['duckdb_best_s'])} |")
+                f"{ratio(m['cpu_seconds'], ref['cpu_seconds']) if ref else ''} | {m['output_bytes'] / 1e6:.1f} | "
+                f"{m['output_files']} | {m['peak_rss_mb']:.0f} |")
+        qb = ds.get("query_before")
+        if qb:
+            lines += ["", (f"| selective query ({qb['rows']:,} rows; median of {qb['runs']}) | files planned | "
+                           "lakefmt scan ms | gain | DuckDB over planned files ms | lakefmt / DuckDB |"),
+                      "|---|---:|---:|---:|---:|---:|",
+                      (f"| before compaction | {qb['files_planned']} | {qb['lakefmt_s'] * 1000:.1f} | | "
+                       f"{qb['duckdb_s'] * 1000:.1f} | {ratio(qb['lakefmt_s'], qb['duckdb_s'])} |")]
+            for case in QUERY_CASES:
+                runs_ = ds["runs"].get(case)
+                if not runs_ or "query" not in runs_[0]:
+                    continue
+                q = runs_[0]["query"]
+                lines.append(
+                    f"| after {case.split('-')[1]} | {q['files_planned']} | {q['lakefmt_s'] * 1000:.1f} | "
+                    f"{ratio(qb['lakefmt_s'], q['lakefmt_s'])} | {q['duckdb_s'] * 1000:.1f} | "
+                    f"{ratio(q['lakefmt_s'], q['duckdb_s'])} |")
         lines.append("")
-    mem = results.get("memory")
-    if mem:
+    for dataset, mem in results.get("memory", {}).items():
         d = mem["data"]
-        lines += [(f"**peak memory**: one partition of {d['bytes'] / 1e6:,.0f} MB in {d['files']:,} files "
-                   f"({d['rows']:,} rows); peak RSS of a fresh process (VmHWM, i.e. its ru_maxrss)"), "",
-                  "| case | max group size | peak RSS MB | after imports MB | wall s |", "|---|---:|---:|---:|---:|"]
-        for r in mem["results"]:
-            g = f"{r['max_group_size'] // MiB} MiB" if r.get("max_group_size") else (
-                "1024 MiB (default)" if r["case"].startswith("lakefmt") else "-")
-            lines.append(f"| {r['case']} | {g} | {r['peak_rss_mb']:.0f} | {r['rss_before_mb']:.0f} | "
-                         f"{r['seconds']:.1f} |")
+        lines += [(f"**{dataset}/mem**: one partition of {d['bytes'] / 1e6:,.0f} MB in {d['files']:,} files "
+                   f"({d['rows']:,} rows), lakefmt's defaults; peak RSS of a fresh process (VmHWM)"), "",
+                  "| case | peak RSS MB | after imports MB | wall s | load |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {r['case']} | {r['peak_rss_mb']:.0f} | {r['rss_before_mb']:.0f} | {r['seconds']:.1f} | "
+                  f"{r['load_average'].split(' ')[0]} |" for r in mem["results"]]
+        lines.append("")
+    lines += ["**Goals**", "", "| dataset | goal | measured (same run) | |", "|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in goals(results)]
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small data, one run each: a ~1 minute smoke run")
-    parser.add_argument("--runs", type=int, help="runs of the bin-pack cases on 1k (default 3; quick 1)")
-    parser.add_argument("--layout-runs", type=int, default=1,
-                        help="runs of the Z-order/sort and reference cases on 1k (default 1)")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dataset_argument(parser, default="telemetry")
+    parser.add_argument("--quick", action="store_true", help="small tables, one run each: a smoke run")
+    parser.add_argument("--runs", type=int, help="runs of the bin-pack cases on 1mb (default 3; quick 1)")
+    parser.add_argument("--layout-runs", type=int, default=1, help="runs of the Z-order and sort cases on 1mb")
+    parser.add_argument("--tiny-runs", type=int, help="runs of the bin-pack cases on tiny (default 5; quick 2)")
     parser.add_argument("--query-runs", type=int, help="repetitions of each query (default 7; quick 3)")
-    parser.add_argument("--target-mib", type=int, help="target file size in MiB (default 16; quick 4)")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["1k", "4k", "mem"], help="data sets to skip")
+    parser.add_argument("--references", action="store_true",
+                        help="also run pyarrow Z-order, bin-pack without verification and a DuckDB rewrite on 1mb")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["1mb", "250kb", "tiny", "mem"],
+                        help="shapes to skip")
     parser.add_argument("--dir", help="work folder (default: a fresh temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument("--json", help="write the results here instead of benchmarks/results/")
@@ -578,17 +601,9 @@ def main() -> None:
     if args.report:
         print(markdown(json.loads(Path(args.report).read_text())))
         return
-    runs = args.runs or (1 if args.quick else 3)
-    args.target_mib = args.target_mib or (4 if args.quick else 16)
+    args.runs = args.runs or (1 if args.quick else 3)
+    args.tiny_runs = args.tiny_runs or (2 if args.quick else 5)
     args.query_runs = args.query_runs or (3 if args.quick else 7)
-    shapes = QUICK_DATASETS if args.quick else DATASETS
-    if args.quick:
-        schedules = {"1k": [(c, 1) for c in (*BINPACK_CASES, "lakefmt-zorder", "delta-zorder", "lakefmt-sort")],
-                     "4k": [(c, 1) for c in ("lakefmt-binpack", "delta-compact", "lakefmt-sort")]}
-    else:
-        schedules = {"1k": [(c, runs) for c in BINPACK_CASES]
-                     + [(c, args.layout_runs) for c in (*LAYOUT_CASES, *REFERENCE_CASES)],
-                     "4k": [(c, 1) for c in (*BINPACK_CASES, "lakefmt-sort")]}
     root = args.dir or tempfile.mkdtemp(prefix="bench-compaction-")
     os.makedirs(root, exist_ok=True)
     started = time.perf_counter()
@@ -600,28 +615,33 @@ def main() -> None:
         "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "pyarrow": pa.__version__,
                     "deltalake": deltalake.__version__, "duckdb": duckdb.__version__,
-                    "platform": platform.platform(), "loadavg_at_start": os.getloadavg(),
+                    "platform": platform.platform(), "loadavg_at_start": loadavg(),
                     "git": subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
                                           capture_output=True, text=True, check=False).stdout.strip()},
-        "query": query_filter()[0], "datasets": {}}
+        "shapes": {}, "memory": {}}
     try:
-        for name in ("1k", "4k"):
-            if name not in args.skip:
-                results["datasets"][name] = bench_dataset(root, name, shapes[name], args, schedules[name])
-                shutil.rmtree(f"{root}/{name}", ignore_errors=True)
-        if "mem" not in args.skip:
-            results["memory"] = bench_memory(root, shapes["mem"], args)
+        for ds in selected(args.dataset):
+            shapes = ds.quick_shapes if args.quick else ds.shapes
+            for shape_name, schedule in schedules(args).items():
+                if shape_name not in args.skip:
+                    key = f"{ds.name}/{shape_name}"
+                    results["shapes"][key] = bench_shape(root, ds.name, shape_name, shapes[shape_name], args,
+                                                         schedule)
+                    shutil.rmtree(f"{root}/{ds.name}-{shape_name}", ignore_errors=True)
+            if "mem" not in args.skip:
+                results["memory"][ds.name] = bench_memory(root, ds.name, shapes["mem"], args)
+                shutil.rmtree(f"{root}/{ds.name}-mem", ignore_errors=True)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    results["machine"]["loadavg_at_end"] = os.getloadavg()
+    results["machine"]["loadavg_at_end"] = loadavg()
     results["total_seconds"] = round(time.perf_counter() - started, 1)
     if args.json:
         path = Path(args.json)
     else:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         path = REPO / "benchmarks" / "results" / (
-            "compaction-quick-latest.json" if args.quick else f"compaction-{stamp}.json")
+            "compaction-quick-latest.json" if args.quick else f"compaction-{args.dataset}-{stamp}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1, default=str))
     print(markdown(results))

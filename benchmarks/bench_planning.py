@@ -1,159 +1,221 @@
-"""Benchmark: planning selective filters on a table of 10,000 data files (issue 2, Benchmarks).
+"""Benchmark: planning and full scans of a table of 10,000 small files (issue 11, goals 3 and 6).
 
-The table is partitioned by ``day(ts)`` and ``bucket(100, device_id)`` and filled like a
-daily ingest: ``--days`` appends (default 100), each writing one day of rows into
-``--buckets`` files (default 100): 10,000 files in 100 manifests. Planning reads only
-the manifest list and manifests (READ-5); this benchmark measures it for filters of
-different selectivity, cold (manifest cache cleared, as in a new process) and warm, and
-counts the files planned. For scale, the same answer from data-file footers is timed
-too: opening all 10,000 Parquet footers, which is what a planner without manifests
-would have to do.
+On each dataset (:mod:`loop_data`) the script writes ``--files`` files (default 10,000) of
+``--rows-per-file`` rows (default 250) over 10 days and registers them twice:
+
+* as a lakefmt table partitioned by ``day(ts)``, filled like a streaming ingest: ``--files / 100``
+  append commits of 100 files each (one manifest per commit);
+* as a Delta table over hard links to the **same files** (``day=YYYY-MM-DD/`` layout,
+  ``convert_to_deltalake``), with a checkpoint, as delta-rs leaves a table every 100 commits.
+
+Measured, interleaved (lakefmt, delta-rs, ... with the order flipped each run; medians of
+``--runs``):
+
+* planning with no filter, as a new reader pays it: lakefmt ``Catalog.load_table`` +
+  ``scan().plan()`` with the manifest cache cleared, against delta-rs ``DeltaTable(path)`` +
+  ``file_uris()``; and on an already open table (lakefmt ``plan()`` with a warm cache, delta-rs
+  ``file_uris()``). Goal: lakefmt no slower than delta-rs's listing.
+* lakefmt's planning of the selective query and of one day, for reference;
+* a full scan into Arrow of every planned file: lakefmt ``scan().to_arrow()``,
+  ``pyarrow.dataset.dataset(paths).to_table()`` and DuckDB ``read_parquet(paths)`` (Arrow
+  result). Goal: lakefmt ahead of pyarrow.dataset.
 
 Usage:
-    python benchmarks/bench_planning.py                     # ~1-2 minutes on 2 cores
-    python benchmarks/bench_planning.py --days 20 --buckets 50   # quick
+    python benchmarks/bench_planning.py                      # both datasets, ~6 minutes on 2 cores
+    python benchmarks/bench_planning.py --quick              # 1,000 files: smoke run
 Results: benchmarks/results/planning-<UTC time>.json
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.dataset as pads
 from core_common import environment, markdown_table, median, write_results
+from loop_data import Dataset, add_dataset_argument, loadavg, selected
 
 import lakefmt
 from lakefmt import manifest_cache
+from lakefmt.commit import FileChange
 
-DAY_US = 86_400_000_000
-START_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
-ROWS_PER_DAY = 10_000
-SCHEMA = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("device_id", pa.int64()), ("seq", pa.int64()),
-                    ("value", pa.float64())])
+FILES_PER_COMMIT = 100
+DAYS = 10
 
 
-def day_rows(day: int, rows: int, seed: int) -> pa.Table:
-    rng = random.Random(seed)
-    ts = sorted(START_US + day * DAY_US + rng.randrange(DAY_US) for _ in range(rows))
-    return pa.table({
-        "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
-        "device_id": pa.array([rng.randrange(100_000) for _ in range(rows)], pa.int64()),
-        "seq": pa.array(range(day * rows, (day + 1) * rows), pa.int64()),
-        "value": pa.array([rng.random() for _ in range(rows)]),
-    }, schema=SCHEMA)
+def build(ds: Dataset, root: Path, files: int, rows: int) -> tuple[lakefmt.Catalog, str]:
+    """The lakefmt table (commits of 100 files) and a Delta table over the same files."""
+    from deltalake import DeltaTable, Schema, convert_to_deltalake
+
+    cat = lakefmt.Catalog(str(root / "lakefmt"), create=True)
+    t = cat.create_table("bench.planning", schema=ds.schema, partition_by=["day(ts)"])
+
+    def write(i: int) -> list[Any]:
+        return t.write_data_files(ds.rows(i, files=files, rows=rows, days=DAYS))
+
+    data_files = []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for start in range(0, files, FILES_PER_COMMIT):
+            added = [f for fs in pool.map(write, range(start, min(files, start + FILES_PER_COMMIT))) for f in fs]
+            t.commit_change(FileChange("append", added=added), cleanup_on_failure=added)
+            data_files += added
+    t.release_write_token()
+    delta = str(root / "delta")
+    for f in data_files:
+        day = date(1970, 1, 1) + timedelta(days=int(f.partition[0]))
+        os.makedirs(f"{delta}/day={day.isoformat()}", exist_ok=True)
+        os.link(f"{t.location}/{f.path}", f"{delta}/day={day.isoformat()}/{os.path.basename(f.path)}")
+    convert_to_deltalake(delta, partition_by=Schema.from_arrow(pa.schema([("day", pa.date32())])),
+                         partition_strategy="hive")
+    DeltaTable(delta).create_checkpoint()
+    return cat, delta
 
 
-def iso_day(day: int) -> str:
-    import datetime as dt
-    return (dt.date(2026, 1, 1) + dt.timedelta(days=day)).isoformat()
+def interleaved(cases: dict[str, Callable[[], Any]], runs: int) -> dict[str, list[float]]:
+    """Run every case ``runs`` times, the order reversed every other run; seconds per case."""
+    names = list(cases)
+    out: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(runs):
+        for n in names if r % 2 == 0 else names[::-1]:
+            start = time.perf_counter()
+            cases[n]()
+            out[n].append(time.perf_counter() - start)
+    return out
 
 
-def build(cat: lakefmt.Catalog, days: int, buckets: int) -> lakefmt.Table:
-    t = cat.create_table("bench.planning", schema=SCHEMA, partition_by=["day(ts)", f"bucket({buckets}, device_id)"])
-    for day in range(days):
-        t.append(day_rows(day, ROWS_PER_DAY, seed=day))
-    return t
+def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    import duckdb
+    from deltalake import DeltaTable
 
+    started = time.perf_counter()
+    cat, delta = build(ds, root / ds.name, args.files, args.rows_per_file)
+    built = time.perf_counter() - started
+    t = cat.load_table("bench.planning")
+    dt = DeltaTable(delta)
+    paths = [task.location for task in t.scan().plan().tasks]
+    assert len(paths) == args.files and len(dt.file_uris()) == args.files, (len(paths), len(dt.file_uris()))
+    print(f"[{ds.name}] built {len(paths):,} files in {args.files // FILES_PER_COMMIT} commits in {built:.0f}s "
+          f"(load {loadavg()})", flush=True)
 
-def queries(days: int, buckets: int) -> list[tuple[str, str, int | None]]:
-    mid = days // 2
-    device = 4242
-    return [
-        ("one day", f"ts >= '{iso_day(mid)}' AND ts < '{iso_day(mid + 1)}'", buckets),
-        ("one device, all days", f"device_id = {device}", None),  # <= days: bounds prune some too
-        ("one device, one day", f"device_id = {device} AND ts >= '{iso_day(mid)}' AND ts < '{iso_day(mid + 1)}'", 1),
-        ("one hour of one day", f"ts >= '{iso_day(mid)}T10:00:00Z' AND ts < '{iso_day(mid)}T11:00:00Z'", buckets),
-        ("seq point (column bounds only)", f"seq = {mid * ROWS_PER_DAY + 17}", None),
-        ("no filter", "", days * buckets),
-    ]
-
-
-def measure(t: lakefmt.Table, text: str, runs: int) -> dict[str, Any]:
-    scan = t.scan(filter=text or None)
-    cold, warm = [], []
-    plan = None
-    for _ in range(runs):
+    def lakefmt_open_plan() -> None:
         manifest_cache.clear()
-        start = time.perf_counter()
-        plan = scan.plan()
-        cold.append(time.perf_counter() - start)
-    for _ in range(runs):
-        start = time.perf_counter()
-        plan = scan.plan()
-        warm.append(time.perf_counter() - start)
-    assert plan is not None
-    return {"files_planned": len(plan.tasks), "manifests_read": plan.manifests_read,
-            "manifests_total": plan.manifests_total, "files_considered": plan.files_considered,
-            "cold_median_s": median(cold), "warm_median_s": median(warm), "cold_s": cold, "warm_s": warm}
+        assert len(cat.load_table("bench.planning").scan().plan().tasks) == args.files
+
+    def lakefmt_plan_cold() -> None:
+        manifest_cache.clear()
+        t.scan().plan()
+
+    planning = interleaved({
+        "lakefmt: load_table + plan (cold)": lakefmt_open_plan,
+        "delta-rs: DeltaTable() + file_uris()": lambda: DeltaTable(delta).file_uris(),
+        "lakefmt: plan on an open table (cold cache)": lakefmt_plan_cold,
+        "lakefmt: plan on an open table (warm cache)": lambda: t.scan().plan(),
+        "delta-rs: file_uris() on an open table": dt.file_uris,
+    }, args.runs)
+    lo = (date(2026, 1, 1) if ds.name == "telemetry" else date(2026, 3, 1)) + timedelta(days=DAYS // 2)
+    filters = {"selective query": ds.query, "one day": f"ts >= '{lo}' AND ts < '{lo + timedelta(days=1)}'"}
+    filtered = {}
+    for label, text in filters.items():
+        scan = t.scan(filter=text)
+        cold = interleaved({"plan": lambda s=scan: (manifest_cache.clear(), s.plan())}, args.runs)["plan"]
+        filtered[label] = {"filter": text, "files_planned": len(scan.plan().tasks), "cold_median_s": median(cold)}
+    load_planning = loadavg()
+
+    con = duckdb.connect()
+    rows: dict[str, int] = {}
+
+    def count(name: str, fn: Callable[[], pa.Table]) -> Callable[[], None]:
+        return lambda: rows.__setitem__(name, fn().num_rows)
+
+    scans = interleaved({
+        "lakefmt scan().to_arrow()": count("lakefmt", lambda: t.scan().to_arrow()),
+        "pyarrow.dataset over the planned files": count("pyarrow", lambda: pads.dataset(paths,
+                                                                                        format="parquet").to_table()),
+        "DuckDB read_parquet(planned files)": count("duckdb", lambda: con.read_parquet(paths).to_arrow_table()),
+    }, args.scan_runs)
+    assert len(set(rows.values())) == 1, rows
+    med = {k: median(v) for k, v in {**planning, **scans}.items()}
+    out = {"dataset": ds.name, "files": args.files, "rows": rows["lakefmt"], "build_s": built,
+           "planning_s": planning, "scans_s": scans, "median_s": med, "filtered": filtered,
+           "load_average_planning": load_planning, "load_average_scans": loadavg(),
+           "planning_ratio": med["lakefmt: load_table + plan (cold)"] / med["delta-rs: DeltaTable() + file_uris()"],
+           "open_table_ratio": (med["lakefmt: plan on an open table (warm cache)"]
+                                / med["delta-rs: file_uris() on an open table"]),
+           "scan_vs_pyarrow": med["lakefmt scan().to_arrow()"] / med["pyarrow.dataset over the planned files"],
+           "scan_vs_duckdb": med["lakefmt scan().to_arrow()"] / med["DuckDB read_parquet(planned files)"]}
+    print(f"[{ds.name}] planning {out['planning_ratio']:.2f}x delta-rs, full scan {out['scan_vs_pyarrow']:.2f}x "
+          f"pyarrow.dataset, {out['scan_vs_duckdb']:.2f}x DuckDB", flush=True)
+    return out
 
 
-def footer_baseline(t: lakefmt.Table) -> dict[str, Any]:
-    """What planning from data files would cost: list the data folder and read every footer."""
-    root = Path(t.location) / "data"
-    start = time.perf_counter()
-    paths = [str(p) for p in root.rglob("*.parquet")]
-    listed = time.perf_counter() - start
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(pq.read_metadata, paths))
-    total = time.perf_counter() - start
-    return {"files": len(paths), "list_s": listed, "list_and_footers_s": total,
-            "us_per_footer": 1e6 * (total - listed) / max(len(paths), 1)}
+def report(results: list[dict[str, Any]]) -> str:
+    text = ""
+    for r in results:
+        med = r["median_s"]
+        text += (f"**{r['dataset']}**: {r['files']:,} files, {r['rows']:,} rows; load average "
+                 f"{r['load_average_planning'].split(' ')[0]} (planning), {r['load_average_scans'].split(' ')[0]} "
+                 "(scans)\n\n")
+        text += markdown_table(["case", "median ms", "vs delta-rs / vs pyarrow.dataset"], [
+            ["lakefmt: load_table + plan (cold)", f"{med['lakefmt: load_table + plan (cold)'] * 1000:.1f}",
+             f"{r['planning_ratio']:.2f}x (goal <= 1.0x: {'met' if r['planning_ratio'] <= 1 else '**missed**'})"],
+            ["delta-rs: DeltaTable() + file_uris()", f"{med['delta-rs: DeltaTable() + file_uris()'] * 1000:.1f}", ""],
+            ["lakefmt: plan on an open table (cold cache)",
+             f"{med['lakefmt: plan on an open table (cold cache)'] * 1000:.1f}", ""],
+            ["lakefmt: plan on an open table (warm cache)",
+             f"{med['lakefmt: plan on an open table (warm cache)'] * 1000:.1f}", f"{r['open_table_ratio']:.2f}x"],
+            ["delta-rs: file_uris() on an open table", f"{med['delta-rs: file_uris() on an open table'] * 1000:.1f}",
+             ""],
+            *[[f"lakefmt: plan {label} ({f['files_planned']:,} files, cold cache)",
+               f"{f['cold_median_s'] * 1000:.1f}", ""] for label, f in r["filtered"].items()],
+            ["full scan: lakefmt scan().to_arrow()", f"{med['lakefmt scan().to_arrow()'] * 1000:.0f}",
+             (f"{r['scan_vs_pyarrow']:.2f}x (goal < 1.0x: {'met' if r['scan_vs_pyarrow'] < 1 else '**missed**'}); "
+              f"{r['scan_vs_duckdb']:.2f}x DuckDB")],
+            ["full scan: pyarrow.dataset over the planned files",
+             f"{med['pyarrow.dataset over the planned files'] * 1000:.0f}", ""],
+            ["full scan: DuckDB read_parquet(planned files)",
+             f"{med['DuckDB read_parquet(planned files)'] * 1000:.0f}", ""],
+        ]) + "\n\n"
+    return text.rstrip()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--days", type=int, default=100)
-    parser.add_argument("--buckets", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=5)
+    add_dataset_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="1,000 files, 3 runs: a smoke run")
+    parser.add_argument("--files", type=int, help="data files (a multiple of 100; default 10,000; quick 1,000)")
+    parser.add_argument("--rows-per-file", type=int, default=250)
+    parser.add_argument("--runs", type=int, help="runs of each planning case (default 7; quick 3)")
+    parser.add_argument("--scan-runs", type=int, help="runs of each full scan (default 3; quick 1)")
     parser.add_argument("--dir")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
+    args.files = args.files or (1000 if args.quick else 10_000)
+    args.runs = args.runs or (3 if args.quick else 7)
+    args.scan_runs = args.scan_runs or (1 if args.quick else 3)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakefmt-bench-planning-"))
     env = environment()
+    started_load = loadavg()
     try:
-        cat = lakefmt.Catalog(str(root / "wh"), create=True)
-        start = time.perf_counter()
-        t = build(cat, args.days, args.buckets)
-        built = time.perf_counter() - start
-        t = cat.load_table("bench.planning")
-        total_files = len(t.plan_files())
-        print(f"built {total_files} files in {args.days} appends in {built:.0f}s", flush=True)
-        results = []
-        for label, text, expected in queries(args.days, args.buckets):
-            r = measure(t, text, args.runs)
-            if expected is not None and r["files_planned"] != expected:
-                print(f"warning: {label}: planned {r['files_planned']} files, expected {expected}", flush=True)
-            r.update(query=label, filter=text, expected_files=expected)
-            results.append(r)
-            print(f"{label:32s} {r['files_planned']:>6} files  cold {r['cold_median_s'] * 1000:7.1f} ms  "
-                  f"warm {r['warm_median_s'] * 1000:7.1f} ms", flush=True)
-        baseline = footer_baseline(t)
+        results = [bench_dataset(ds, args, root) for ds in selected(args.dataset)]
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    rows = [[r["query"], f"`{r['filter']}`" if r["filter"] else "-", f"{r['files_planned']:,}",
-             f"{r['manifests_read']}/{r['manifests_total']}", f"{r['cold_median_s'] * 1000:.1f}",
-             f"{r['warm_median_s'] * 1000:.1f}"] for r in results]
-    text = markdown_table(["query", "filter", "files planned", "manifests read", "plan cold (ms)", "plan warm (ms)"],
-                          rows)
-    text += (f"\n\nTable: {total_files:,} data files, {args.days} manifests. For scale, listing the data folder "
-             f"and reading every footer took {baseline['list_and_footers_s'] * 1000:.0f} ms "
-             f"({baseline['us_per_footer']:.0f} us per footer, 8 threads).")
+    text = report(results) + f"\n\nload average at the start: {started_load}; at the end: {loadavg()}"
     print("\n" + text)
     path = write_results("planning", {"benchmark": "planning", "environment": env, "args": vars(args),
-                                      "build_s": built, "total_files": total_files, "results": results,
-                                      "footer_baseline": baseline, "markdown": text}, args.json)
+                                      "results": results, "markdown": text}, args.json, quick=args.quick)
     print(f"\nresults: {path}")
 
 

@@ -51,10 +51,11 @@ def environment() -> dict[str, Any]:
     }
 
 
-def write_results(name: str, payload: dict[str, Any], path: str | None = None) -> Path:
+def write_results(name: str, payload: dict[str, Any], path: str | None = None, *, quick: bool = False) -> Path:
+    """Write ``payload`` to ``path``, or ``results/<name>-<UTC time>.json`` (``<name>-quick-latest.json``)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(path) if path else RESULTS / f"{name}-{stamp}.json"
+    out = Path(path) if path else RESULTS / (f"{name}-quick-latest.json" if quick else f"{name}-{stamp}.json")
     payload = {**payload, "load_average_at_end": os.getloadavg()}
     out.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     return out
@@ -88,7 +89,9 @@ class Breakdown:
         self._patches: list[tuple[Any, str, Any]] = []
 
     def wrap(self, owner: Any, attr: str, label: str) -> None:
-        original = getattr(owner, attr)
+        original = getattr(owner, attr, None)
+        if original is None:  # the commit path changed shape: measure what is still there
+            return
         totals, calls = self.totals, self.calls
 
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -103,7 +106,9 @@ class Breakdown:
         setattr(owner, attr, timed)
 
     def wrap_context(self, owner: Any, attr: str, label: str) -> None:
-        original = getattr(owner, attr)
+        original = getattr(owner, attr, None)
+        if original is None:
+            return
         totals = self.totals
 
         @contextmanager
@@ -139,7 +144,8 @@ def commit_path_breakdown() -> Breakdown:
     from lakefmt import catalog, catalog_lock, commit, metadata, table
 
     b = Breakdown()
-    b.wrap(table.Table, "write_data_files", "data files")
+    data_files = "_write_conformed" if hasattr(table.Table, "_write_conformed") else "write_data_files"
+    b.wrap(table.Table, data_files, "data files")
     b.wrap(commit.SnapshotProducer, "build", "manifests + manifest list")
     b.wrap_context(catalog.Catalog, "session", "catalog session (lock+open+work+close)")
     b.wrap(catalog_lock.LockFile, "_acquire", "  waiting for the catalog lock")
