@@ -16,7 +16,7 @@ def test_report_of_a_compacted_table(local_catalog, tmp_path, capsys):
     t.append(t.scan().to_arrow().slice(0, 10))  # ingest after the compaction
     run = last_compaction(t.refresh())
     assert run is not None and run.before_snapshot_id == pre and run.after_snapshot_id == result.snapshot_ids[-1]
-    assert run.commits == 3 and run.strategy == "binpack"
+    assert run.commits == len(result.snapshot_ids) >= 1 and run.strategy == "binpack"
     page = render_report(t, samples=4)
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 3 + 3  # 3 partitions, 3 charts
     assert "<script" not in page and not re.search(r'(src|href)="(https?:)?//', page)  # self-contained
