@@ -85,3 +85,15 @@ def rows(table: pa.Table) -> list[tuple]:
     """A table's rows as a sorted list of tuples: compare tables as multisets."""
     names = table.column_names
     return sorted((tuple(r[n] for n in names) for r in table.to_pylist()), key=repr)
+
+
+def data_files_on_disk(table: lakefmt.Table) -> set[str]:
+    """Every Parquet file under the table's data folder, relative to the table location."""
+    root = Path(table.location)
+    return {str(p.relative_to(root)) for p in (root / "data").rglob("*.parquet")}
+
+
+def live_paths(table: lakefmt.Table) -> set[str]:
+    """The data files of the table's current snapshot, relative to its location."""
+    table.refresh()
+    return {f.path for f in table.plan_files()}

@@ -14,19 +14,9 @@ import pytest
 
 import lakefmt
 from lakefmt.idempotency import BATCH_ID, WRITER_ID
-from tests.conftest import DOWNLINKS_SCHEMA, downlinks, rows
+from tests.conftest import DOWNLINKS_SCHEMA, data_files_on_disk, downlinks, live_paths, rows
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def data_files_on_disk(table: lakefmt.Table) -> set[str]:
-    root = Path(table.location)
-    return {str(p.relative_to(root)) for p in (root / "data").rglob("*.parquet")}
-
-
-def live_paths(table: lakefmt.Table) -> set[str]:
-    table.refresh()
-    return {f.path for f in table.plan_files()}
 
 
 def expire_all_but_current(table: lakefmt.Table) -> None:

@@ -80,17 +80,6 @@ def writer(df: Any, catalog: lakefmt.Catalog, **options: str) -> Any:
     return w
 
 
-def data_files_on_disk(table: lakefmt.Table) -> set[str]:
-    """Every Parquet file under the table's data folder, relative to the table location."""
-    root = Path(table.location)
-    return {str(p.relative_to(root)) for p in (root / "data").rglob("*.parquet")}
-
-
-def live_paths(table: lakefmt.Table) -> set[str]:
-    table.refresh()
-    return {f.path for f in table.plan_files()}
-
-
 def no_garbage(table: lakefmt.Table) -> bool:
     """No file under the table location is unreferenced by every snapshot, leased or not (MAINT-8)."""
     table.release_write_token()

@@ -17,8 +17,8 @@ import lakefmt
 pytest.importorskip("pyspark", minversion="4.0")  # before importing lakefmt.spark
 from lakefmt.idempotency import last_batch_in_history
 from lakefmt.spark.commit import BATCH_ID, WRITER_ID
-from tests.conftest import DOWNLINKS_SCHEMA, downlinks
-from tests.spark.conftest import data_files_on_disk, live_paths, no_garbage, sorted_rows
+from tests.conftest import DOWNLINKS_SCHEMA, data_files_on_disk, downlinks, live_paths
+from tests.spark.conftest import no_garbage, sorted_rows
 
 pytestmark = pytest.mark.spark
 

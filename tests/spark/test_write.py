@@ -15,8 +15,8 @@ pytest.importorskip("pyspark", minversion="4.0")  # before importing lakefmt.spa
 from lakefmt.leases import Leases
 from lakefmt.spark.commit import JOB_ID
 from lakefmt.spark.source import LakefmtDataSource
-from tests.conftest import DOWNLINKS_SCHEMA, downlinks
-from tests.spark.conftest import data_files_on_disk, live_paths, sorted_rows, writer
+from tests.conftest import DOWNLINKS_SCHEMA, data_files_on_disk, downlinks, live_paths
+from tests.spark.conftest import sorted_rows, writer
 
 pytestmark = pytest.mark.spark
 
