@@ -50,7 +50,7 @@ from lakefmt.errors import (
 )
 from lakefmt.idempotency import BATCH_ID, WRITER_ID, WriterBatch, record_batch
 from lakefmt.io import FileIO, join, normalize_location, scheme_of
-from lakefmt.metadata import read_metadata
+from lakefmt.metadata import FORMAT_VERSIONS, read_metadata
 from lakefmt.names import NAME_PATTERN, parse_identifier, validate_name
 from lakefmt.warehouse_layout import find_metadata_files, metadata_version
 
@@ -346,11 +346,13 @@ class Catalog:
     # -- tables ----------------------------------------------------------------
     def create_table(self, identifier: str | Sequence[str], schema: pa.Schema | Any, *,
                      partition_by: Sequence[str] = (), sort_by: Sequence[str] = (),
-                     properties: dict[str, str] | None = None) -> Table:
+                     properties: dict[str, str] | None = None, format_version: int = 1) -> Table:
         """Create an empty table (no snapshot yet) and return it.
 
         The namespace is created if it does not exist. ``schema`` is an Arrow schema
         (nullable fields become optional columns) or a :class:`lakefmt.Schema`.
+        ``format_version`` 1 keeps the table readable by version 1 readers until its
+        first deletion vector upgrades it; 2 creates it upgraded (FMT-4).
         """
         from lakefmt.table import Table, new_table_metadata  # table sits above the catalog
 
@@ -361,6 +363,10 @@ class Catalog:
         metadata = new_table_metadata(schema, location=location, table_uuid=table_uuid,
                                       partition_by=partition_by, sort_by=sort_by,
                                       properties=properties or {})
+        if format_version != metadata.format_version:
+            if format_version not in FORMAT_VERSIONS:
+                raise ValidationError(f"format_version must be one of {FORMAT_VERSIONS}, got {format_version!r}")
+            metadata = metadata.evolve(format_version=format_version)
         metadata_location = join(location, "metadata", f"v{1:06d}-{uuid.uuid4()}.metadata.json")
         with self.session(checkpoint=True) as s:
             if self._table_exists(s, namespace, name):

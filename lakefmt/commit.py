@@ -20,6 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
+from lakefmt import deletion_vectors as dv
 from lakefmt.errors import CommitConflictError, CommitError, CommitStateUnknownError
 from lakefmt.evaluators import MetricsEvaluator, PartitionEvaluator
 from lakefmt.expressions import BoundExpression
@@ -36,7 +39,7 @@ from lakefmt.properties import (
     METADATA_PREVIOUS_MAX, int_property,
 )
 from lakefmt.threads import thread_map
-from lakefmt.updates import AddSnapshot, Requirement, SetCurrentSnapshot, Update, apply_updates
+from lakefmt.updates import AddSnapshot, Requirement, SetCurrentSnapshot, Update, UpgradeFormatVersion, apply_updates
 
 if TYPE_CHECKING:
     from lakefmt.catalog import Catalog
@@ -51,18 +54,39 @@ def new_snapshot_id() -> int:
     return uuid.uuid4().int & ((1 << 63) - 1) or 1
 
 
+@dataclass(frozen=True)
+class RowDeletes:
+    """New deleted rows of one live data file (merge-on-read, spec/deletes.md).
+
+    ``data_file`` is the file as the operation read it, with the deletion vector it had
+    then; ``deleted`` is the file's whole new mask (True = deleted), the old positions
+    included. On a base where another commit changed the file's vector, the commit
+    deletes the union of both (ROWDEL-3).
+    """
+
+    data_file: DataFile
+    deleted: pa.BooleanArray
+
+
 @dataclass
 class FileChange:
-    """A change of the live file set, and how to validate it against concurrent commits."""
+    """A change of the live file set, and how to validate it against concurrent commits.
+
+    ``removed`` files leave the table; each must still be live in the base, with the
+    deletion vector it had when the operation read it (COMMIT-9, ROWDEL-4). ``deletes``
+    give live files new deletion vectors (ROWDEL-2).
+    """
 
     operation: Operation
     added: list[DataFile] = field(default_factory=list)
     removed: list[DataFile] = field(default_factory=list)
+    deletes: list[RowDeletes] = field(default_factory=list)
     planned_snapshot_id: int | None = None
     conflict_filter: BoundExpression | None = None
     summary: dict[str, str] = field(default_factory=dict)
     requirements: list[Requirement] = field(default_factory=list)
     writer_batch: WriterBatch | None = None  # an idempotent commit (PROGRESS-2)
+    forget_removed_values: bool = False  # DELETED entries without bounds: erasure leaves no copy (ROWDEL-17)
 
 
 class SnapshotProducer:
@@ -75,6 +99,8 @@ class SnapshotProducer:
         self.change = change
         self.snapshot_id = new_snapshot_id()
         self._added_manifest: ManifestFile | None = None
+        self._stats = _DeleteStats()
+        self._format_version = 1
 
     def _abs(self, rel: str) -> str:
         return f"{self.location}/{rel}"
@@ -95,6 +121,8 @@ class SnapshotProducer:
         sequence = base.last_sequence_number + 1
         written: list[str] = []
         manifests: list[ManifestFile] = []
+        self._stats = _DeleteStats()
+        self._format_version = max(base.format_version, 2 if self.change.deletes else 1)
         if self.change.added:
             manifests.append(replace(self._write_added_manifest(base), added_snapshot_id=self.snapshot_id,
                                      sequence_number=sequence))
@@ -102,7 +130,7 @@ class SnapshotProducer:
         base_manifests = read_list(self.io, self._abs(current.manifest_list)) if current else []
         # A manifest left with no live entries by an earlier snapshot is dropped (ML-6).
         base_manifests = [m for m in base_manifests if m.live_files_count > 0]
-        if self.change.removed:
+        if self.change.removed or self.change.deletes:
             rewritten, new_files = self._remove_files(base, base_manifests, sequence)
             manifests += rewritten
             written += new_files
@@ -113,7 +141,7 @@ class SnapshotProducer:
             written += new_files
         checkpoint("after-manifests")
         list_rel = f"metadata/snap-{self.snapshot_id}-{self._unique()}.manifest-list.parquet"
-        write_manifest_list(self.io, self._abs(list_rel), manifests)
+        write_manifest_list(self.io, self._abs(list_rel), manifests, format_version=self._format_version)
         remember_list(self.io, self._abs(list_rel), manifests)
         checkpoint("after-manifest-list")
         written.append(self._abs(list_rel))
@@ -127,7 +155,10 @@ class SnapshotProducer:
             schema_id=base.current_schema_id,
             summary=self._summary(current),
         )
-        return [AddSnapshot(snapshot), SetCurrentSnapshot(self.snapshot_id)], written
+        updates: list[Update] = [AddSnapshot(snapshot), SetCurrentSnapshot(self.snapshot_id)]
+        if self._format_version > base.format_version:
+            updates.insert(0, UpgradeFormatVersion(self._format_version))  # FMT-4: with its first vector
+        return updates, written
 
     def cleanup(self) -> None:
         """Delete the manifest written for added files (the commit did not happen)."""
@@ -143,7 +174,8 @@ class SnapshotProducer:
             spec = base.spec_by_id(self.change.added[0].spec_id)
             entries = [ManifestEntry(EntryStatus.ADDED, f) for f in self.change.added]
             self._added_manifest = write_manifest(self.io, self._abs(rel), rel, entries, spec, base.schema,
-                                                  snapshot_id=self.snapshot_id, sequence_number=0)
+                                                  snapshot_id=self.snapshot_id, sequence_number=0,
+                                                  format_version=base.format_version)
             remember_entries(self.io, self._abs(rel), entries)
         return self._added_manifest
 
@@ -179,7 +211,8 @@ class SnapshotProducer:
                         entries.append(replace(e, status=EntryStatus.EXISTING))
             rel = f"metadata/m-{self._unique()}.manifest.parquet"
             merged = write_manifest(self.io, self._abs(rel), rel, entries, base.spec_by_id(spec_id),
-                                    base.schema, snapshot_id=self.snapshot_id, sequence_number=sequence)
+                                    base.schema, snapshot_id=self.snapshot_id, sequence_number=sequence,
+                                    format_version=self._format_version)
             remember_entries(self.io, self._abs(rel), entries)
             written.append(self._abs(rel))
             merged_paths = {m.path for m in small}
@@ -188,41 +221,97 @@ class SnapshotProducer:
 
     def _remove_files(self, base: TableMetadata, manifests: list[ManifestFile], sequence: int
                       ) -> tuple[list[ManifestFile], list[str]]:
-        """Rewrite the manifests holding removed files; removed files must still be live (COMMIT-9)."""
-        to_remove = {f.path for f in self.change.removed}
-        candidates = [m for m in manifests if _may_hold(m, self.change.removed, base)]
+        """Rewrite the manifests holding removed files or files with new deleted rows.
+
+        A removed file must still be live, with the vector it was read with (COMMIT-9,
+        ROWDEL-4); a file with new deleted rows gets one new vector, the union with a
+        vector another commit gave it meanwhile (ROWDEL-3), and is removed instead when
+        that vector would delete every row (DV-7). All vectors of the attempt go into one
+        file (LAYOUT-12).
+        """
+        to_remove = {f.path: f for f in self.change.removed}
+        to_update = {d.data_file.path: d for d in self.change.deletes}
+        touched = [*self.change.removed, *(d.data_file for d in self.change.deletes)]
+        candidates = [m for m in manifests if _may_hold(m, touched, base)]
         entries_by_manifest = dict(zip(
             [m.path for m in candidates],
             _read_many(self.io, self.location, candidates, base)))
         found: set[str] = set()
         out: list[ManifestFile] = []
         written: list[str] = []
+        vectors = dv.DeletionVectorWriter(self.io, self.location, self.token)
+        pending: list[tuple[ManifestFile, list[ManifestEntry]]] = []
         for m in manifests:
             entries = entries_by_manifest.get(m.path)
-            if entries is None or not any(e.is_live and e.data_file.path in to_remove for e in entries):
+            if entries is None or not any(e.is_live and (e.data_file.path in to_remove or e.data_file.path in to_update)
+                                          for e in entries):
                 out.append(m)
                 continue
             new_entries = []
             for e in entries:
                 if not e.is_live:
                     continue
-                if e.data_file.path in to_remove:
-                    found.add(e.data_file.path)
-                    new_entries.append(replace(e, status=EntryStatus.DELETED, snapshot_id=self.snapshot_id))
+                path = e.data_file.path
+                if path in to_remove:
+                    found.add(path)
+                    self._check_unchanged(to_remove[path], e.data_file)
+                    gone = e.data_file
+                    if self.change.forget_removed_values:
+                        gone = replace(gone, lower_bounds={}, upper_bounds={})
+                    new_entries.append(replace(e, status=EntryStatus.DELETED, snapshot_id=self.snapshot_id,
+                                               data_file=gone))
+                    self._stats.removed(e.data_file)
+                elif path in to_update:
+                    found.add(path)
+                    new_entries.append(self._with_deletes(e, to_update[path], vectors))
                 else:
                     new_entries.append(replace(e, status=EntryStatus.EXISTING))
-            rel = f"metadata/m-{self._unique()}.manifest.parquet"
-            spec = base.spec_by_id(m.spec_id)
-            out.append(write_manifest(self.io, self._abs(rel), rel, new_entries, spec, base.schema,
-                                      snapshot_id=self.snapshot_id, sequence_number=sequence))
-            written.append(self._abs(rel))
-        missing = to_remove - found
+            pending.append((m, new_entries))
+        missing = (set(to_remove) | set(to_update)) - found
         if missing:
-            self.io.delete_many(written)
             raise CommitConflictError(
-                f"{len(missing)} file(s) this {self.change.operation} removes are no longer in the table "
-                f"(removed by a concurrent commit), e.g. {sorted(missing)[0]}", missing_files=missing)
+                f"{len(missing)} file(s) this {self.change.operation} removes or deletes rows from are no longer "
+                f"in the table (removed by a concurrent commit), e.g. {sorted(missing)[0]}", missing_files=missing)
+        vector_file = vectors.close()
+        if vector_file is not None:
+            written.append(vector_file)
+        try:
+            for m, new_entries in pending:
+                rel = f"metadata/m-{self._unique()}.manifest.parquet"
+                out.append(write_manifest(self.io, self._abs(rel), rel, new_entries, base.spec_by_id(m.spec_id),
+                                          base.schema, snapshot_id=self.snapshot_id, sequence_number=sequence,
+                                          format_version=self._format_version))
+                written.append(self._abs(rel))
+        except BaseException:
+            self.io.delete_many(written)
+            raise
         return out, written
+
+    def _check_unchanged(self, as_read: DataFile, live: DataFile) -> None:
+        """A removed file's rows must not have been deleted since it was read (ROWDEL-4)."""
+        if as_read.deletion_vector != live.deletion_vector:
+            raise CommitConflictError(
+                f"rows of {live.path}, which this {self.change.operation} removes, were deleted by a concurrent "
+                "commit after it read the file; its output would bring them back (ROWDEL-4)",
+                missing_files={live.path})
+
+    def _with_deletes(self, entry: ManifestEntry, deletes: RowDeletes, vectors: dv.DeletionVectorWriter
+                      ) -> ManifestEntry:
+        """The entry of a file with its new vector, or a DELETED entry when no row is left (DV-7)."""
+        live = entry.data_file
+        mask = deletes.deleted
+        if live.deletion_vector != deletes.data_file.deletion_vector:  # ROWDEL-3: a concurrent delete
+            mask = dv.union(mask, dv.read_deleted(self.io, self.location, live))
+        count = dv.cardinality(mask)
+        if count >= live.record_count:
+            self._stats.removed(live)
+            return replace(entry, status=EntryStatus.DELETED, snapshot_id=self.snapshot_id)
+        before = live.deleted_record_count
+        if count == before:
+            return replace(entry, status=EntryStatus.EXISTING)
+        ref = vectors.add(live, mask)
+        self._stats.vector(before, count, had_vector=live.deletion_vector is not None)
+        return replace(entry, status=EntryStatus.EXISTING, data_file=replace(live, deletion_vector=ref))
 
     def _validate_concurrent_additions(self, base: TableMetadata) -> None:
         """Overwrite/delete: no file added since planning may match the filter (COMMIT-10)."""
@@ -254,27 +343,54 @@ class SnapshotProducer:
                             f"{self.change.operation}'s filter")
 
     def _summary(self, current: Snapshot | None) -> dict[str, str]:
-        """Summary counts (SNAP-5)."""
-        added, removed = self.change.added, self.change.removed
+        """Summary counts (SNAP-5); records are live rows, deleted positions excluded (DV-8)."""
+        added, stats = self.change.added, self._stats
+        removed = stats.removed_files
         prev = current.summary if current else {}
-        totals = {k: int(prev.get(k, "0")) for k in ("total-data-files", "total-records", "total-files-size")}
+        totals = {k: int(prev.get(k, "0")) for k in ("total-data-files", "total-records", "total-files-size",
+                                                       "total-position-deletes", "total-delete-vectors")}
+        added_records = sum(f.record_count for f in added)
+        deleted_records = sum(f.live_record_count for f in removed) + stats.added_positions
         summary = {
             "added-data-files": str(len(added)),
             "deleted-data-files": str(len(removed)),
-            "added-records": str(sum(f.record_count for f in added)),
-            "deleted-records": str(sum(f.record_count for f in removed)),
+            "added-records": str(added_records),
+            "deleted-records": str(deleted_records),
             "added-files-size": str(sum(f.file_size_bytes for f in added)),
             "removed-files-size": str(sum(f.file_size_bytes for f in removed)),
             "total-data-files": str(totals["total-data-files"] + len(added) - len(removed)),
-            "total-records": str(totals["total-records"] + sum(f.record_count for f in added)
-                                 - sum(f.record_count for f in removed)),
+            "total-records": str(totals["total-records"] + added_records - deleted_records),
             "total-files-size": str(totals["total-files-size"] + sum(f.file_size_bytes for f in added)
                                     - sum(f.file_size_bytes for f in removed)),
         }
+        if self._format_version >= 2:
+            summary["added-position-deletes"] = str(stats.added_positions)
+            summary["total-position-deletes"] = str(totals["total-position-deletes"] + stats.positions_delta)
+            summary["total-delete-vectors"] = str(totals["total-delete-vectors"] + stats.vectors_delta)
         summary.update(self.change.summary)
         if self.change.writer_batch is not None:
             summary.update(self.change.writer_batch.summary())
         return summary
+
+
+@dataclass
+class _DeleteStats:
+    """What one attempt removed and deleted, for its summary (DV-8)."""
+
+    removed_files: list[DataFile] = field(default_factory=list)
+    added_positions: int = 0
+    positions_delta: int = 0
+    vectors_delta: int = 0
+
+    def removed(self, f: DataFile) -> None:
+        self.removed_files.append(f)
+        self.positions_delta -= f.deleted_record_count
+        self.vectors_delta -= f.deletion_vector is not None
+
+    def vector(self, before: int, after: int, *, had_vector: bool) -> None:
+        self.added_positions += after - before
+        self.positions_delta += after - before
+        self.vectors_delta += not had_vector
 
 
 def _may_hold(manifest: ManifestFile, files: list[DataFile], base: TableMetadata) -> bool:

@@ -35,6 +35,19 @@ class UnknownColumnError(FilterError, SchemaError):
     """A name refers to no column of the schema."""
 
 
+class DuplicateKeyError(ValidationError):
+    """The source of an upsert holds a key more than once, or two source rows of a merge match
+    one target row (spec/deletes.md). Nothing was written.
+
+    ``keys`` holds a few of the repeated keys (tuples in ``on`` order), ``count`` how many keys repeat.
+    """
+
+    def __init__(self, message: str, *, keys: list[tuple[object, ...]] | None = None, count: int = 0) -> None:
+        super().__init__(message)
+        self.keys = list(keys or [])
+        self.count = count
+
+
 class NoSuchNamespaceError(LakefmtError, KeyError):
     """The namespace does not exist."""
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lakefmt.deletion_vectors import DeletionVector
 
 
 class EntryStatus(IntEnum):
@@ -26,7 +29,7 @@ class EntryStatus(IntEnum):
 
 @dataclass(frozen=True)
 class DataFile:
-    """A data file and the statistics readers prune with (MAN-6, MAN-7).
+    """A data file and the statistics readers prune with (MAN-6, MAN-7), and its deletion vector (DV-5).
 
     ``path`` is relative to the table location (LAYOUT-2). ``partition`` holds
     physical partition values in spec order. Bounds are serialized bytes keyed by
@@ -44,6 +47,17 @@ class DataFile:
     lower_bounds: dict[int, bytes] = field(default_factory=dict)
     upper_bounds: dict[int, bytes] = field(default_factory=dict)
     sort_order_id: int | None = None
+    deletion_vector: DeletionVector | None = None  # format version 2 (DV-5): the rows deleted from the file
+
+    @property
+    def deleted_record_count(self) -> int:
+        """Rows of the file its deletion vector deletes (0 without one)."""
+        return 0 if self.deletion_vector is None else self.deletion_vector.cardinality
+
+    @property
+    def live_record_count(self) -> int:
+        """Rows of the file that are part of the table: ``record_count`` less the deleted ones (DV-6)."""
+        return self.record_count - self.deleted_record_count
 
     def __hash__(self) -> int:
         return hash(self.path)

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakefmt.conversions import from_bytes, to_bytes, to_physical
+from lakefmt.deletion_vectors import DeletionVector
 from lakefmt.errors import CorruptMetadataError, MissingFileError
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, EntryStatus, FieldSummary, ManifestEntry, ManifestFile
@@ -28,6 +29,11 @@ from lakefmt.types import LakeType
 
 _STATS_MAP_INT = pa.map_(pa.int32(), pa.int64())
 _BOUNDS_MAP = pa.map_(pa.int32(), pa.binary())
+
+# MAN-2 column 14, format version 2 only (DV-5).
+DELETION_VECTOR_TYPE = pa.struct([
+    pa.field("path", pa.string(), nullable=False), pa.field("offset", pa.int64(), nullable=False),
+    pa.field("length", pa.int64(), nullable=False), pa.field("cardinality", pa.int64(), nullable=False)])
 
 _SUMMARY_TYPE = pa.struct([("contains_null", pa.bool_()), ("lower_bound", pa.binary()),
                            ("upper_bound", pa.binary())])
@@ -47,8 +53,8 @@ MANIFEST_LIST_SCHEMA = pa.schema([
 ])
 
 
-def manifest_schema(spec: PartitionSpec, schema: Schema) -> pa.Schema:
-    """The Arrow schema of a manifest for ``spec`` (MAN-2)."""
+def manifest_schema(spec: PartitionSpec, schema: Schema, format_version: int = 1) -> pa.Schema:
+    """The Arrow schema of a manifest for ``spec`` (MAN-2); version 2 adds ``deletion_vector`` (DV-5)."""
     fields = [
         pa.field("status", pa.int32(), nullable=False),
         pa.field("snapshot_id", pa.int64()),
@@ -67,6 +73,8 @@ def manifest_schema(spec: PartitionSpec, schema: Schema) -> pa.Schema:
         pa.field("upper_bounds", _BOUNDS_MAP),
         pa.field("sort_order_id", pa.int32()),
     ]
+    if format_version >= 2:
+        fields.append(pa.field("deletion_vector", DELETION_VECTOR_TYPE))
     return pa.schema(fields)
 
 
@@ -79,14 +87,17 @@ def _write_parquet(io: FileIO, location: str, table: pa.Table) -> int:
 
 
 def write_manifest(io: FileIO, location: str, relative_path: str, entries: list[ManifestEntry],
-                   spec: PartitionSpec, schema: Schema, *, snapshot_id: int, sequence_number: int
-                   ) -> ManifestFile:
+                   spec: PartitionSpec, schema: Schema, *, snapshot_id: int, sequence_number: int,
+                   format_version: int = 1) -> ManifestFile:
     """Write ``entries`` as a manifest and describe it as a manifest-list row.
 
     ``snapshot_id``/``sequence_number`` are those the ADDED entries will inherit
-    (MAN-5); they go into the returned :class:`ManifestFile`.
+    (MAN-5); they go into the returned :class:`ManifestFile`. ``format_version`` is the
+    table's (MAN-9): only a version 2 manifest can hold deletion vectors (DV-5).
     """
-    columns: dict[str, list[Any]] = {name: [] for name in manifest_schema(spec, schema).names}
+    arrow_schema = manifest_schema(spec, schema, format_version)
+    columns: dict[str, list[Any]] = {name: [] for name in arrow_schema.names}
+    vectors = columns.get("deletion_vector")
     for e in entries:
         f = e.data_file
         columns["status"].append(int(e.status))
@@ -103,8 +114,14 @@ def write_manifest(io: FileIO, location: str, relative_path: str, entries: list[
         columns["lower_bounds"].append(list(f.lower_bounds.items()))
         columns["upper_bounds"].append(list(f.upper_bounds.items()))
         columns["sort_order_id"].append(f.sort_order_id)
-    arrow_schema = manifest_schema(spec, schema).with_metadata({
-        "lakefmt.format-version": "1",
+        dv = f.deletion_vector
+        if vectors is not None:
+            vectors.append(None if dv is None else {"path": dv.path, "offset": dv.offset, "length": dv.length,
+                                                    "cardinality": dv.cardinality})
+        elif dv is not None:
+            raise ValueError(f"data file {f.path} has a deletion vector: its manifest needs format version 2")
+    arrow_schema = arrow_schema.with_metadata({
+        "lakefmt.format-version": str(format_version),
         "lakefmt.spec-id": str(spec.spec_id),
         "lakefmt.partition-spec": json.dumps(spec.to_json()),
         "lakefmt.schema": json.dumps(schema.to_json()),
@@ -176,10 +193,11 @@ def read_manifest(io: FileIO, location: str, manifest: ManifestFile, spec: Parti
         null_counts = _maps(table, "null_value_counts")
         lowers = _maps(table, "lower_bounds")
         uppers = _maps(table, "upper_bounds")
+        vectors = _deletion_vectors(table)
         entries = []
         for i in range(n):
             data_file = DataFile(paths[i], partitions[i], record_counts[i], sizes[i], spec.spec_id, formats[i],
-                                 value_counts[i], null_counts[i], lowers[i], uppers[i], sort_orders[i])
+                                 value_counts[i], null_counts[i], lowers[i], uppers[i], sort_orders[i], vectors[i])
             snapshot_id, sequence_number = snapshot_ids[i], sequence_numbers[i]
             if inherit:
                 snapshot_id = manifest.added_snapshot_id if snapshot_id is None else snapshot_id
@@ -188,6 +206,17 @@ def read_manifest(io: FileIO, location: str, manifest: ManifestFile, spec: Parti
         return entries
     except (KeyError, TypeError, ValueError, pa.ArrowInvalid) as exc:
         raise CorruptMetadataError(f"manifest {location} is malformed: {exc}") from exc
+
+
+def _deletion_vectors(table: pa.Table) -> list[DeletionVector | None]:
+    """Per row, the entry's deletion vector (DV-5); None in version 1 manifests and for files without one."""
+    if "deletion_vector" not in table.column_names:
+        return [None] * table.num_rows
+    column = table.column("deletion_vector")
+    if column.null_count == len(column):
+        return [None] * table.num_rows
+    return [None if v is None else DeletionVector(v["path"], v["offset"], v["length"], v["cardinality"])
+            for v in column.to_pylist()]
 
 
 def _partition_tuples(table: pa.Table, spec: PartitionSpec, part_types: list[LakeType]) -> list[tuple[Any, ...]]:
@@ -234,8 +263,8 @@ def _maps(table: pa.Table, name: str) -> list[dict[Any, Any]]:
     return out
 
 
-def write_manifest_list(io: FileIO, location: str, manifests: list[ManifestFile]) -> int:
-    """Write a manifest list (ML-1); returns its length in bytes."""
+def write_manifest_list(io: FileIO, location: str, manifests: list[ManifestFile], *, format_version: int = 1) -> int:
+    """Write a manifest list (ML-1) of a table of ``format_version`` (ML-7); returns its length in bytes."""
     rows = {name: [] for name in MANIFEST_LIST_SCHEMA.names}  # type: dict[str, list[Any]]
     for m in manifests:
         rows["manifest_path"].append(m.path)
@@ -252,7 +281,8 @@ def write_manifest_list(io: FileIO, location: str, manifests: list[ManifestFile]
         rows["partitions"].append([
             {"contains_null": s.contains_null, "lower_bound": s.lower_bound, "upper_bound": s.upper_bound}
             for s in m.partitions])
-    table = pa.Table.from_pydict(rows, schema=MANIFEST_LIST_SCHEMA.with_metadata({"lakefmt.format-version": "1"}))
+    table = pa.Table.from_pydict(rows, schema=MANIFEST_LIST_SCHEMA.with_metadata(
+        {"lakefmt.format-version": str(format_version)}))
     return _write_parquet(io, location, table)
 
 

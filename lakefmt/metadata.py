@@ -20,7 +20,8 @@ from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
 from lakefmt.sorting import SortOrder
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # of a new table (META-11); a table moves to 2 with its first deletion vector (FMT-4)
+FORMAT_VERSIONS = (1, 2)  # what this implementation reads and writes (FMT-1, FMT-2)
 Operation = Literal["append", "overwrite", "delete", "replace"]
 OPERATIONS = ("append", "overwrite", "delete", "replace")
 
@@ -265,8 +266,9 @@ class TableMetadata:
         if not isinstance(obj, dict):
             raise CorruptMetadataError("table metadata must be a JSON object")
         version = obj.get("format-version")
-        if version != FORMAT_VERSION:
-            raise CorruptMetadataError(f"unsupported format-version {version!r}; this reader knows 1 (META-1)")
+        if type(version) is not int or version not in FORMAT_VERSIONS:
+            raise CorruptMetadataError(f"unsupported format-version {version!r}; this reader knows 1 and 2 "
+                                       "(META-1, FMT-2)")
         try:
             return TableMetadata(
                 format_version=version,

@@ -47,11 +47,23 @@ EXPIRE_MAX_SNAPSHOT_AGE_MS = Property("history.expire.max-snapshot-age-ms", 5 * 
 EXPIRE_MIN_SNAPSHOTS_TO_KEEP = Property("history.expire.min-snapshots-to-keep", 1, 1, None,
                                         "Snapshot expiry keeps at least this many of the newest current "
                                         "ancestors (MAINT-3).")
+DELETE_MODE = Property("write.delete.mode", "merge-on-read", doc=(
+    "How delete, overwrite with a filter, upsert and merge remove rows: 'merge-on-read' writes deletion "
+    "vectors (ROWDEL-1), 'copy-on-write' rewrites the files (COMMIT-12)."))
+DELETE_MODES = ("merge-on-read", "copy-on-write")
 
 CORE_PROPERTIES = (TARGET_FILE_SIZE, COMPRESSION_LEVEL, ROW_GROUP_ROWS, MIN_COMPRESSION_SAVING, COMMIT_RETRIES,
                    COMMIT_MIN_WAIT_MS, COMMIT_MAX_WAIT_MS, METADATA_PREVIOUS_MAX, MANIFEST_TARGET_SIZE,
                    MANIFEST_MIN_MERGE_COUNT, WRITE_LEASE_SECONDS, EXPIRE_MAX_SNAPSHOT_AGE_MS,
-                   EXPIRE_MIN_SNAPSHOTS_TO_KEEP)
+                   EXPIRE_MIN_SNAPSHOTS_TO_KEEP, DELETE_MODE)
+
+
+def delete_mode(props: Mapping[str, str]) -> str:
+    """``write.delete.mode``, checked (ROWDEL-1)."""
+    mode = props.get(DELETE_MODE.name, str(DELETE_MODE.default))
+    if mode not in DELETE_MODES:
+        raise ValidationError(f"property {DELETE_MODE.name} must be one of {', '.join(DELETE_MODES)}, got {mode!r}")
+    return mode
 
 
 def number_property(props: Mapping[str, str], prop: Property, override: float | None = None) -> float:
@@ -84,3 +96,5 @@ def validate_properties(props: Mapping[str, str], known: tuple[Property, ...] = 
                 int_property(props, prop)  # "1.5" is refused here, not at the first write
             elif isinstance(prop.default, float):
                 number_property(props, prop)
+            elif prop is DELETE_MODE:
+                delete_mode(props)

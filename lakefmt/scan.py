@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakefmt.deletion_vectors import live_mask
 from lakefmt.errors import CorruptDataFileError, LakefmtError, MissingDependencyError, ValidationError
 from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator, residual, row_mask
 from lakefmt.expressions import (
@@ -225,7 +226,7 @@ class DataScan:
 
     def count(self) -> int:
         if isinstance(self.row_filter, AlwaysTrue):
-            return sum(f.record_count for f in self.plan_files())
+            return sum(f.live_record_count for f in self.plan_files())  # READ-14: deleted rows do not count
         return self.to_arrow().num_rows
 
     @cached_property
@@ -235,7 +236,8 @@ class DataScan:
     @cached_property
     def _reader(self) -> FileReader:
         return FileReader(self.io, self.schema, self.projected_schema, self.row_filter,
-                          None if isinstance(self.row_filter, AlwaysTrue) else self._metrics)
+                          None if isinstance(self.row_filter, AlwaysTrue) else self._metrics,
+                          table_location=self.metadata.location)
 
     def _read_task(self, task: FileScanTask) -> pa.Table:
         return self._reader.read(task.location, expected_rows=task.data_file.record_count, data_file=task.data_file)
@@ -243,7 +245,8 @@ class DataScan:
 
 def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: Schema,
                    row_filter: BoundExpression, metrics: MetricsEvaluator | None = None, *,
-                   expected_rows: int | None = None, data_file: DataFile | None = None) -> pa.Table:
+                   expected_rows: int | None = None, data_file: DataFile | None = None,
+                   table_location: str | None = None) -> pa.Table:
     """Read one data file projected to ``projected`` by field id, filtered exactly (READ-6..READ-8).
 
     Row groups whose footer statistics prove that no row matches are not read (READ-11);
@@ -254,12 +257,15 @@ def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: S
     is the file's manifest entry: the leaves of the filter its statistics decide for every
     row are not evaluated, and their columns not read (READ-13). ``expected_rows`` is the
     manifest's ``record_count``: a footer that disagrees, like a file with no field ids, is
-    not the file the manifest describes (READ-12).
+    not the file the manifest describes (READ-12). The rows ``data_file``'s deletion vector
+    deletes are never returned (READ-14); the vector's path is resolved against
+    ``table_location`` (by default ``location`` less the entry's relative path).
 
     Raises:
         CorruptDataFileError: the file is missing, unreadable or not the table's (READ-10, READ-12).
+        CorruptMetadataError: its deletion vector is missing or corrupt (DV-4).
     """
-    reader = FileReader(io, table_schema, projected, row_filter, metrics)
+    reader = FileReader(io, table_schema, projected, row_filter, metrics, table_location=table_location)
     return reader.read(location, expected_rows=expected_rows, data_file=data_file)
 
 
@@ -279,8 +285,9 @@ class FileReader:
     """
 
     def __init__(self, io: FileIO, table_schema: Schema, projected: Schema, row_filter: BoundExpression,
-                 metrics: MetricsEvaluator | None = None) -> None:
+                 metrics: MetricsEvaluator | None = None, *, table_location: str | None = None) -> None:
         self.io = io
+        self.table_location = table_location
         self.table_schema = table_schema
         self.projected = projected
         self.row_filter = row_filter
@@ -303,23 +310,37 @@ class FileReader:
             with self.io.open_input(location) as source:
                 parquet = self._open(source)
                 file_names = data_file_field_ids(parquet, location, expected_rows)
+                live = self._live_rows(location, data_file)
                 if self.metrics is None:
-                    return _read_fields(parquet, None, self.projected.fields, file_names, location, self.output)
+                    return _keep(_read_fields(parquet, None, self.projected.fields, file_names, location, self.output),
+                                 live)
                 remaining = self.metrics.expr if data_file is None else residual(self.metrics.expr, data_file)
                 if isinstance(remaining, AlwaysFalse):
                     return self.output.empty_table()
                 groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
                 if groups is not None and not groups:
                     return self.output.empty_table()
+                live = None if live is None else _rows_of_groups(parquet, groups, live)
                 if isinstance(remaining, AlwaysTrue):
-                    return _read_fields(parquet, groups, self.projected.fields, file_names, location, self.output)
-                return self._read_filtered(parquet, groups, remaining, file_names, location)
+                    return _keep(_read_fields(parquet, groups, self.projected.fields, file_names, location,
+                                              self.output), live)
+                return self._read_filtered(parquet, groups, remaining, file_names, location, live)
         except FileNotFoundError as exc:
             raise CorruptDataFileError(f"data file {location} is referenced by the table but missing "
                                        "(READ-10); restore it from a copy") from exc
         except (pa.ArrowInvalid, OSError) as exc:
             raise CorruptDataFileError(f"data file {location} is not a readable Parquet file (READ-10): {exc}; "
                                        "restore the file the table wrote") from exc
+
+    def _live_rows(self, location: str, data_file: DataFile | None) -> pa.BooleanArray | None:
+        """True for each row of the file its deletion vector keeps; None when it has none (READ-14)."""
+        if data_file is None or data_file.deletion_vector is None:
+            return None
+        table_location = self.table_location
+        if table_location is None:
+            suffix = "/" + data_file.path
+            table_location = location[:-len(suffix)] if location.endswith(suffix) else location.rsplit("/", 1)[0]
+        return live_mask(self.io, table_location, data_file)
 
     def _open(self, source: Any) -> pq.ParquetFile:
         """The file's reader; the filter's string columns read as dictionaries (compared on their dictionary).
@@ -345,17 +366,20 @@ class FileReader:
             self._columns[key] = found
         return found
 
-    def _read_filtered(self, parquet: pq.ParquetFile, groups: list[int] | None,
-                       row_filter: Expression, file_names: dict[int, str], location: str) -> pa.Table:
+    def _read_filtered(self, parquet: pq.ParquetFile, groups: list[int] | None, row_filter: Expression,
+                       file_names: dict[int, str], location: str, live: pa.ChunkedArray | None = None) -> pa.Table:
         """The rows of ``groups`` that match ``row_filter``: filter columns first, then the rest (READ-8).
 
         String columns of the filter come as dictionaries where the file was opened so (see
-        ``_open``) and are compared on their dictionary (EXPR-10).
+        ``_open``) and are compared on their dictionary (EXPR-10). ``live`` marks the rows of
+        ``groups`` that no deletion vector deletes (READ-14).
         """
         columns = self._filter_columns(row_filter)
         keys = _read_fields(parquet, groups, columns.filter_fields, file_names, location, keep_dictionary=True,
                             use_threads=False)
         mask = row_mask(row_filter, keys, self._names.get)
+        if live is not None:
+            mask = pc.fill_null(pc.and_(mask, live), False)
         positions = pc.indices_nonzero(mask)
         if len(positions) == 0:
             return self.output.empty_table()
@@ -395,6 +419,23 @@ class FileReader:
         others = _read_fields(parquet, hit, fields, file_names, location, use_threads=False)
         # The mask of the groups read numbers their rows as the read table does.
         return others.take(pc.indices_nonzero(pa.chunked_array(parts, pa.bool_())))
+
+
+def _rows_of_groups(parquet: pq.ParquetFile, groups: list[int] | None, mask: pa.BooleanArray) -> pa.ChunkedArray:
+    """The part of a per-file row mask that covers ``groups`` (all when None), in read order."""
+    if groups is None:
+        return pa.chunked_array([mask], pa.bool_())
+    footer = parquet.metadata
+    starts, start = [], 0
+    for g in range(footer.num_row_groups):
+        starts.append(start)
+        start += footer.row_group(g).num_rows
+    return pa.chunked_array([mask.slice(starts[g], footer.row_group(g).num_rows) for g in groups], pa.bool_())
+
+
+def _keep(table: pa.Table, live: pa.Array | pa.ChunkedArray | None) -> pa.Table:
+    """The rows of ``table`` that ``live`` keeps (all without a mask, READ-14)."""
+    return table if live is None else table.filter(live)
 
 
 def _read_fields(parquet: pq.ParquetFile, groups: list[int] | None, fields: Sequence[Any],

@@ -26,9 +26,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.commit import Build, FileChange, SnapshotProducer, commit_table
-from lakefmt.errors import CommitFileMissingError, CommitStateUnknownError, SchemaError, ValidationError
-from lakefmt.evaluators import StrictMetricsEvaluator, to_arrow_expression
-from lakefmt.expressions import ALWAYS_TRUE, AlwaysTrue, Expression, bind, to_expression
+from lakefmt.errors import (
+    CommitConflictError, CommitFileMissingError, CommitStateUnknownError, SchemaError, ValidationError,
+)
+from lakefmt.evaluators import to_arrow_expression
+from lakefmt.expressions import AlwaysTrue, Expression, bind, to_expression
 from lakefmt.hooks import checkpoint
 from lakefmt.idempotency import WriterBatch, last_batch_in_history, last_committed_batch
 from lakefmt.leases import WriteLease, current_or_new_write_lease
@@ -36,15 +38,16 @@ from lakefmt.manifest import DataFile
 from lakefmt.metadata import Snapshot, TableMetadata, read_metadata
 from lakefmt.partitioning import PartitionSpec, parse_partition_by
 from lakefmt.properties import (
-    COMPRESSION_LEVEL, MIN_COMPRESSION_SAVING, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property,
+    COMMIT_RETRIES, COMPRESSION_LEVEL, MIN_COMPRESSION_SAVING, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property,
     number_property, validate_properties,
 )
-from lakefmt.scan import DataScan, read_data_file
+from lakefmt.row_deletes import plan_deletes
+from lakefmt.scan import DataScan
 from lakefmt.schema import Schema, SchemaEvolution
 from lakefmt.sorting import UNSORTED, SortOrder, parse_sort_by
 from lakefmt.updates import (
     AddSchema, AssertCurrentSchema, AssertCurrentSnapshot, RemoveProperties, Requirement, SetCurrentSchema,
-    SetCurrentSnapshot, SetProperties, Update,
+    SetCurrentSnapshot, SetProperties, Update, UpgradeFormatVersion,
 )
 from lakefmt.write import WriteOptions, conform, write_data_files
 
@@ -322,10 +325,12 @@ class Table:
     def overwrite(self, data: Any, filter: str | Expression | None = None, *,
                   summary: dict[str, str] | None = None,
                   idempotency: WriterBatch | tuple[str, int] | None = None) -> Snapshot:
-        """Replace the rows matching ``filter`` (all rows if None) by ``data``, in one snapshot (COMMIT-12).
+        """Replace the rows matching ``filter`` (all rows if None) by ``data``, in one snapshot.
 
-        Every new row must satisfy the filter, otherwise :class:`ValidationError` is raised
-        before anything is written. ``idempotency`` is as for :meth:`append`.
+        The matching rows are removed as ``write.delete.mode`` says: deletion vectors
+        (merge-on-read, ROWDEL-2) or rewritten files (copy-on-write, COMMIT-12). Every new
+        row must satisfy the filter, otherwise :class:`ValidationError` is raised before
+        anything is written. ``idempotency`` is as for :meth:`append`.
         """
         writer_batch = self._check_writer_batch(idempotency)
         bound = bind(to_expression(filter), self.metadata.schema)
@@ -335,53 +340,114 @@ class Table:
             if matching != table.num_rows:
                 raise ValidationError(f"{table.num_rows - matching} of {table.num_rows} new rows do not match "
                                       f"the overwrite filter {filter!r}")
-        removed, kept_rows = self._plan_removal(bound)
-        options = self.write_options()
-        added = self._write_conformed(table, options)
-        added += self._write_conformed(kept_rows, options)
-        change = FileChange("overwrite", added=added, removed=removed,
-                            planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
-                            summary=dict(summary or {}), writer_batch=writer_batch)
-        return self.commit_change(change, cleanup_on_failure=added)
+        added = self._write_conformed(table, self.write_options())
+
+        def attempt() -> tuple[FileChange, list[DataFile]]:
+            plan = plan_deletes(self, bound)
+            survivors = self.write_survivors(plan.survivors)
+            return FileChange("overwrite", added=[*added, *survivors], removed=plan.removed, deletes=plan.deletes,
+                              planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
+                              summary=dict(summary or {}), writer_batch=writer_batch), survivors
+
+        try:
+            snapshot = self.commit_replanned(attempt)
+        except BaseException:
+            self.discard(added)
+            raise
+        assert snapshot is not None
+        return snapshot
 
     @under_write_lease
     def delete(self, filter: str | Expression, *, summary: dict[str, str] | None = None) -> Snapshot | None:
-        """Delete the rows matching ``filter`` (copy-on-write, COMMIT-12); None if nothing matched."""
+        """Delete the rows matching ``filter``; None if nothing matched.
+
+        Under ``write.delete.mode`` = ``merge-on-read`` (the default) only deletion vectors
+        are written (ROWDEL-2), and the table moves to format version 2 with its first one
+        (FMT-4); under ``copy-on-write`` the files holding matching rows are rewritten
+        (COMMIT-12).
+        """
         if filter is None:
             raise ValidationError("delete needs a filter; use overwrite(empty_table) to remove every row")
         bound = bind(to_expression(filter), self.metadata.schema)
-        removed, kept_rows = self._plan_removal(bound)
-        if not removed:
-            return None
-        added = self._write_conformed(kept_rows, self.write_options())
-        change = FileChange("delete", added=added, removed=removed,
-                            planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
-                            summary=dict(summary or {}))
-        return self.commit_change(change, cleanup_on_failure=added)
 
-    def _plan_removal(self, bound: Any) -> tuple[list[DataFile], pa.Table]:
-        """Files to drop whole, and the surviving rows of partly matching files (COMMIT-12)."""
-        schema = self.metadata.schema
-        scan = DataScan(self.io, self.metadata, self.metadata.current_snapshot, schema, bound)
-        strict = StrictMetricsEvaluator(bound, schema)
-        removed: list[DataFile] = []
-        kept: list[pa.Table] = []
-        match = to_arrow_expression(bound, self._name_of)
-        keep_expr = pc.invert(pc.coalesce(match, pa.scalar(False)))
-        for task in scan.plan().tasks:
-            f = task.data_file
-            if strict.must_match(f, self.metadata.spec_by_id(f.spec_id)):
-                removed.append(f)
-                continue
-            rows = read_data_file(self.io, task.location, schema, schema, bind(ALWAYS_TRUE, schema),
-                                  expected_rows=f.record_count)
-            survivors = rows.filter(keep_expr)
-            if survivors.num_rows == rows.num_rows:
-                continue  # nothing in this file matches
-            removed.append(f)
-            if survivors.num_rows:
-                kept.append(survivors)
-        return removed, conform(pa.concat_tables(kept) if kept else self.arrow_schema().empty_table(), schema)
+        def attempt() -> tuple[FileChange, list[DataFile]] | None:
+            plan = plan_deletes(self, bound)
+            if plan.is_empty:
+                return None
+            survivors = self.write_survivors(plan.survivors)
+            return FileChange("delete", added=survivors, removed=plan.removed, deletes=plan.deletes,
+                              planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
+                              summary=dict(summary or {})), survivors
+
+        return self.commit_replanned(attempt)
+
+    def commit_replanned(self, plan: Callable[[], tuple[FileChange, list[DataFile]] | None]) -> Snapshot | None:
+        """Commit a row-level change, planning it again on the current table when it conflicts.
+
+        ``plan()`` reads the table as it is now and returns the change with the files it
+        wrote for this attempt alone (deleted when the attempt fails), or None when there
+        is nothing to do. Only conflicts over the files the change touches are planned
+        again — a concurrent compaction or delete removed a file or deleted rows of it — as
+        the operation's rows are then found anew in the new snapshot (ROWDEL-5). A conflict
+        of its filter with rows a concurrent commit added (COMMIT-10) is raised, as is the
+        last conflict after ``commit.retry.num-retries`` replans.
+        """
+        retries = int_property(self.metadata.properties, COMMIT_RETRIES)
+        for attempt in range(retries + 1):
+            planned = plan()
+            if planned is None:
+                return None
+            change, own_files = planned
+            try:
+                return self.commit_change(change, cleanup_on_failure=own_files)
+            except CommitConflictError as exc:
+                if attempt == retries or not exc.missing_files:
+                    raise
+                self.refresh()
+        raise AssertionError("unreachable")
+
+    def write_survivors(self, tables: Sequence[pa.Table]) -> list[DataFile]:
+        """Write the remaining rows of files a copy-on-write change removes (COMMIT-12)."""
+        if not tables:
+            return []
+        return self._write_conformed(conform(pa.concat_tables(tables), self.metadata.schema), self.write_options())
+
+    def discard(self, files: Sequence[DataFile]) -> None:
+        """Delete uncommitted files this handle wrote, and stop protecting them (COMMIT-21)."""
+        paths = [f"{self.location}/{f.path}" for f in files]
+        self.io.delete_many(paths)
+        self._lease().settle(paths)
+
+    def upgrade_format_version(self, format_version: int = 2) -> TableMetadata:
+        """Move the table to ``format_version`` (FMT-4); a table is never downgraded.
+
+        A merge-on-read delete does this with its first deletion vector; upgrade
+        explicitly to let only version 2 readers read the table from now on.
+        """
+        if format_version < self.metadata.format_version:
+            raise ValidationError(f"table {self.name} is at format version {self.metadata.format_version}; "
+                                  f"it cannot be downgraded to {format_version} (FMT-4)")
+        return self.commit_updates([UpgradeFormatVersion(format_version)], operation="upgrade-format-version")
+
+    # -- row-level changes by key (lakefmt.merge) ----------------------------------------
+    def upsert(self, data: Any, on: Sequence[str], **options: Any) -> Any:
+        """Update the rows whose ``on`` key matches a row of ``data`` and insert the others, in one
+        snapshot (ROWDEL-6); see :func:`lakefmt.merge.upsert`."""
+        from lakefmt.merge import upsert
+
+        return upsert(self, data, on=on, **options)
+
+    def merge(self, source: Any, on: Sequence[str]) -> Any:
+        """A MERGE of ``source`` into this table on the ``on`` key, as delta-rs builds it (ROWDEL-7); see
+        :class:`lakefmt.merge.MergeBuilder`."""
+        from lakefmt.merge import MergeBuilder
+
+        return MergeBuilder(self, source, on=on)
+
+    def erase(self, filter: str | Expression, **options: Any) -> Any:
+        """Delete the matching rows and every stored copy of them, with a report proving it
+        (spec/deletes.md, erasure); see :meth:`Maintenance.erase`."""
+        return self.maintenance.erase(filter, **options)
 
     def _name_of(self, field_id: int) -> str | None:
         field = self.metadata.schema.field_by_id(field_id)

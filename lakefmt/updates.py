@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from lakefmt.errors import CommitConflictError, ValidationError
-from lakefmt.metadata import LogEntry, Snapshot, TableMetadata
+from lakefmt.metadata import FORMAT_VERSIONS, LogEntry, Snapshot, TableMetadata
 from lakefmt.schema import Schema
 
 
@@ -52,8 +52,15 @@ class RemoveProperties:
     names: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class UpgradeFormatVersion:
+    """Raise the table's format version (FMT-4); a lower or equal version leaves it unchanged."""
+
+    format_version: int
+
+
 Update = Union[AddSnapshot, SetCurrentSnapshot, RemoveSnapshots, AddSchema, SetCurrentSchema,
-               SetProperties, RemoveProperties]
+               SetProperties, RemoveProperties, UpgradeFormatVersion]
 
 
 @dataclass(frozen=True)
@@ -143,4 +150,10 @@ def _apply_one(meta: TableMetadata, update: Update, timestamp_ms: int) -> TableM
         return meta.evolve(properties=props)
     if isinstance(update, RemoveProperties):
         return meta.evolve(properties={k: v for k, v in meta.properties.items() if k not in update.names})
+    if isinstance(update, UpgradeFormatVersion):
+        if update.format_version not in FORMAT_VERSIONS:
+            raise ValidationError(f"format version {update.format_version} is not one of {FORMAT_VERSIONS}")
+        if update.format_version <= meta.format_version:
+            return meta  # never downgraded (FMT-4)
+        return meta.evolve(format_version=update.format_version)
     raise TypeError(f"unknown update {update!r}")

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 import lakefmt
+from lakefmt.deletion_vectors import DeletionVector
 from lakefmt import manifest_cache
 from lakefmt.conversions import to_physical
 from lakefmt.evaluators import MetricsEvaluator, PartitionEvaluator, to_arrow_expression
@@ -39,7 +40,10 @@ def table(local_catalog: lakefmt.Catalog) -> lakefmt.Table:
     t = local_catalog.create_table("db.plan", rows(0, 1, 0).schema, partition_by=["day(ts)", "bucket(4, device)"])
     for day in range(4):
         t.append(rows(day, 60, day))
+    t.set_property("write.delete.mode", "copy-on-write")
     t.delete("device = 3")  # rewrites files: DELETED and EXISTING entries
+    t.set_property("write.delete.mode", "merge-on-read")
+    t.delete("device = 4 AND v < 100")  # deletion vectors in EXISTING entries (DV-5)
     t.append(rows(5, 40, 9))
     return t
 
@@ -53,7 +57,8 @@ def row_wise(io, location, manifest, spec, schema) -> list[ManifestEntry]:
         f = DataFile(r["file_path"], tuple(to_physical(t, part.get(pf.name)) for pf, t in zip(spec.fields, types)),
                      r["record_count"], r["file_size_bytes"], spec.spec_id, r["file_format"],
                      dict(r["value_counts"] or ()), dict(r["null_value_counts"] or ()),
-                     dict(r["lower_bounds"] or ()), dict(r["upper_bounds"] or ()), r.get("sort_order_id"))
+                     dict(r["lower_bounds"] or ()), dict(r["upper_bounds"] or ()), r.get("sort_order_id"),
+                     DeletionVector(**r["deletion_vector"]) if r.get("deletion_vector") else None)
         e = ManifestEntry(EntryStatus(r["status"]), f, r["snapshot_id"], r["sequence_number"])
         out.append(e.inherit(manifest.added_snapshot_id, manifest.sequence_number))
     return out

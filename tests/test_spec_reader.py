@@ -3,12 +3,15 @@
 Nothing from lakefmt is imported to *read*: the catalog file is opened with DuckDB,
 the metadata with json, manifest lists, manifests and data files with pyarrow, and
 the rules applied are the spec's (CAT-3 pointer, META/SNAP fields, ML-5 live files,
-MAN-3 statuses, MAN-5 inheritance, LAYOUT-2 relative paths, READ-6 field ids).
+MAN-3 statuses, MAN-5 inheritance, LAYOUT-2 relative paths, READ-6 field ids, and in
+format version 2 the deletion vectors of DV-2 and READ-14).
 """
 
 from __future__ import annotations
 
 import json
+import struct
+import zlib
 from pathlib import Path
 
 import duckdb
@@ -21,6 +24,19 @@ import lakefmt
 from tests.conftest import DOWNLINKS_SCHEMA, downlinks, rows
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
+
+
+def deleted_positions(path: str, offset: int, length: int) -> set[int]:
+    """The positions of a deletion-vector blob, decoded as DV-2 lays it out."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        blob = f.read(length)
+    magic, encoding, cardinality, row_count = struct.unpack_from("<4sB3xQQ", blob)
+    assert magic == b"LFDV" and zlib.crc32(blob[:-4]) == struct.unpack_from("<I", blob, len(blob) - 4)[0]
+    payload = blob[24:-4]
+    if encoding == 1:
+        return set(struct.unpack(f"<{cardinality}Q", payload))
+    return {p for p in range(row_count) if payload[p // 8] >> (p % 8) & 1}
 
 
 def spec_only_read(catalog_file: str, namespace: str, name: str) -> pa.Table:
@@ -37,10 +53,13 @@ def spec_only_read(catalog_file: str, namespace: str, name: str) -> pa.Table:
     for m in manifest_list:
         for entry in pq.read_table(f"{location}/{m['manifest_path']}").to_pylist():
             if entry["status"] != 2:  # DELETED entries are not live (ML-5, MAN-3)
-                paths.append(entry["file_path"])
+                paths.append((entry["file_path"], entry.get("deletion_vector")))
     tables = []
-    for rel in paths:
+    for rel, vector in paths:
         data = pq.read_table(f"{location}/{rel}")
+        if vector is not None:  # READ-14: the rows the vector deletes are not part of the table
+            deleted = deleted_positions(f"{location}/{vector['path']}", vector["offset"], vector["length"])
+            data = data.filter(pa.array([i not in deleted for i in range(data.num_rows)]))
         by_id = {int(f.metadata[b"PARQUET:field_id"]): f.name for f in data.schema}
         columns = {}
         for field in schema["fields"]:
@@ -56,14 +75,16 @@ def test_spec_only_reader_sees_every_row(local_catalog):
     data = downlinks(2000)
     t.append(data)
     t.append(downlinks(500, seed=5))
-    t.delete("payload_id = 2")
+    t.delete("payload_id = 2")  # merge-on-read: deletion vectors (DV-2)
+    t.delete("payload_id = 3 AND value > 0")
     with t.update_schema() as u:
         u.rename_column("value", "reading")
     expected = t.scan().to_arrow()
     got = spec_only_read(local_catalog.catalog_path, "spec", "reader")
     assert rows(got.select(expected.column_names)) == rows(expected)
+    assert t.metadata.format_version == 2
     assert got.num_rows == pa.concat_tables([data, downlinks(500, seed=5)]).filter(
-        pc.field("payload_id") != 2).num_rows
+        (pc.field("payload_id") != 2) & ~((pc.field("payload_id") == 3) & (pc.field("value") > 0))).num_rows
 
 
 def test_metadata_validates_against_the_json_schema(local_catalog):
@@ -73,13 +94,17 @@ def test_metadata_validates_against_the_json_schema(local_catalog):
     document = json.loads(Path(t.metadata_location).read_text())
     jsonschema.validate(document, json_schema)
     broken = dict(document)
-    broken["format-version"] = 2
+    broken["format-version"] = 3
     try:
         jsonschema.validate(broken, json_schema)
     except jsonschema.ValidationError:
         pass
     else:
-        raise AssertionError("the JSON Schema accepted format-version 2")
+        raise AssertionError("the JSON Schema accepted format-version 3")
+    t.delete("payload_id = 1")  # the first deletion vector moves the table to version 2 (FMT-4)
+    upgraded = json.loads(Path(t.metadata_location).read_text())
+    assert upgraded["format-version"] == 2
+    jsonschema.validate(upgraded, json_schema)
 
 
 def test_memory_warehouse(tmp_path):

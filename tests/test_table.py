@@ -107,6 +107,7 @@ def test_overwrite_by_filter(catalog):
 
 def test_delete_whole_files_and_partial_rewrite(catalog):
     t = make_table(catalog)
+    t.set_property("write.delete.mode", "copy-on-write")
     data = downlinks(3000)
     t.append(data)
     files_before = len(t.plan_files())

@@ -23,6 +23,8 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "create": Command("lakefmt.cli.tables", "create a table whose schema is taken from a Parquet file"),
     "append": Command("lakefmt.cli.tables", "append Parquet files to a table as one snapshot"),
+    "delete": Command("lakefmt.cli.rows", "delete the rows matching a filter (as write.delete.mode says)"),
+    "upsert": Command("lakefmt.cli.rows", "update rows by key from Parquet files and insert the rest, as one snapshot"),
     "scan": Command("lakefmt.cli.scan", "print the rows of a table"),
     "snapshots": Command("lakefmt.cli.scan", "list a table's snapshots"),
     "history": Command("lakefmt.cli.scan", "when each snapshot became current"),
@@ -42,6 +44,8 @@ COMMANDS: dict[str, Command] = {
                         "make an earlier snapshot of the current history current again"),
     "stats": Command("lakefmt.cli.maintenance", "live, historical and orphan storage, and per-partition file sizes"),
     "check": Command("lakefmt.cli.maintenance", "validate a table against the spec; exit status 3 on any violation"),
+    "erase": Command("lakefmt.cli.erase", "erase the rows matching a filter from every stored file, with a proof; "
+                     "exit status 3 while files are pending"),
     "serve": Command("lakefmt.service.cli", "run the compaction service: schedules, HTTP API, metrics",
                      register="add_serve_parser", run="run_serve"),
     "report": Command("lakefmt.cli.report", "write an HTML report with file-size charts"),

@@ -36,6 +36,8 @@ from lakefmt.maintenance.reachability import (
 from lakefmt.maintenance.stats import PartitionStats, TableStats, table_stats
 
 if TYPE_CHECKING:
+    from lakefmt.expressions import Expression
+    from lakefmt.maintenance.erase import ErasureReport
     from lakefmt.metadata import Snapshot
     from lakefmt.table import Table
 
@@ -89,6 +91,14 @@ class Maintenance:
                             ) -> OrphanResult:
         """Delete unreferenced, unleased files older than ``older_than``; a dry run unless told otherwise."""
         return remove_orphan_files(self.table, older_than=older_than, dry_run=dry_run)
+
+    def erase(self, filter: str | Expression, *, dry_run: bool = False, retain_last: int | None = None,
+              older_than: timedelta = timedelta(days=3)) -> ErasureReport:
+        """Delete the rows matching ``filter`` and every stored copy of them, with a proof
+        (spec/deletes.md ROWDEL-15 … ROWDEL-18); see :func:`erase.erase`."""
+        from lakefmt.maintenance.erase import erase
+
+        return erase(self.table, filter, dry_run=dry_run, retain_last=retain_last, older_than=older_than)
 
     def reachable_files(self) -> Reachability:
         """Every file the table's retained snapshots and metadata files reach (MAINT-1)."""

@@ -1,0 +1,129 @@
+"""Finding the rows a delete removes, file by file (spec/deletes.md ROWDEL-1, ROWDEL-2; COMMIT-12).
+
+:func:`plan_deletes` turns a bound filter into the change it makes to the current
+snapshot's files, in either delete mode:
+
+* **merge-on-read** (``write.delete.mode``, the default): a file some of whose rows match
+  gets a deletion vector holding them, together with the rows its vector already
+  deleted (:class:`~lakefmt.commit.RowDeletes`); no data is rewritten.
+* **copy-on-write**: such a file is removed, and its remaining live rows are returned to
+  be written again (COMMIT-12).
+
+In both modes a file whose statistics prove that every row matches (EXPR-9), or whose
+every live row matches, is removed whole. Upsert and merge (:mod:`lakefmt.merge`) find
+their rows by key instead, and hand them to :func:`deletes_for` and :func:`rewrite_for`.
+
+Example:
+    >>> plan = plan_deletes(table, bind(to_expression("payload_id = 7"), table.schema()))
+    >>> len(plan.removed), len(plan.deletes), plan.rows_deleted
+    (0, 3, 1250)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakefmt import deletion_vectors as dv
+from lakefmt.commit import RowDeletes
+from lakefmt.evaluators import MetricsEvaluator, StrictMetricsEvaluator, row_mask
+from lakefmt.expressions import ALWAYS_TRUE, BoundExpression, bind, referenced_field_ids
+from lakefmt.manifest import DataFile
+from lakefmt.properties import delete_mode
+from lakefmt.scan import DataScan, read_data_file
+from lakefmt.threads import thread_map
+
+if TYPE_CHECKING:
+    from lakefmt.table import Table
+
+READ_THREADS = 8
+
+
+@dataclass
+class DeletePlan:
+    """What a delete changes: files removed whole, new deletion vectors, or rows to write again."""
+
+    mode: str
+    removed: list[DataFile] = field(default_factory=list)
+    deletes: list[RowDeletes] = field(default_factory=list)
+    survivors: list[pa.Table] = field(default_factory=list)  # copy-on-write: rows written again
+    rows_deleted: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.removed and not self.deletes
+
+
+def plan_deletes(table: Table, bound: BoundExpression, *, mode: str | None = None) -> DeletePlan:
+    """The change that deletes the rows of the current snapshot matching ``bound`` (ROWDEL-2, COMMIT-12)."""
+    meta = table.metadata
+    mode = mode or delete_mode(meta.properties)
+    schema = meta.schema
+    scan = DataScan(table.io, meta, meta.current_snapshot, schema, bound)
+    strict = StrictMetricsEvaluator(bound, schema)
+    plan = DeletePlan(mode)
+    to_read: list[DataFile] = []
+    for task in scan.plan().tasks:
+        f = task.data_file
+        if strict.must_match(f, meta.spec_by_id(f.spec_id)):
+            plan.removed.append(f)
+            plan.rows_deleted += f.live_record_count
+        else:
+            to_read.append(f)
+    expr = MetricsEvaluator(bound, schema).expr
+    names = {fl.id: fl.name for fl in schema.fields}
+    columns = None if mode == "copy-on-write" else sorted(referenced_field_ids(bound))
+
+    def matches(f: DataFile) -> tuple[DataFile, pa.Table | None, pa.BooleanArray]:
+        rows = read_all_rows(table, f, columns)
+        return f, rows, _plain(row_mask(expr, rows, names.get))
+
+    for f, rows, matched in thread_map(matches, to_read, READ_THREADS):
+        add_file_deletes(table, plan, f, matched, rows)
+    return plan
+
+
+def read_all_rows(table: Table, f: DataFile, field_ids: list[int] | None = None) -> pa.Table:
+    """Every row of a data file, deleted ones included, in file order: row ``i`` is position ``i``.
+
+    ``field_ids`` limits the columns (by default all of the current schema).
+    """
+    schema = table.metadata.schema
+    projected = schema if field_ids is None else schema.select(
+        [schema.field_by_id(i).name for i in field_ids if schema.field_by_id(i) is not None])
+    return read_data_file(table.io, f"{table.location}/{f.path}", schema, projected, bind(ALWAYS_TRUE, schema),
+                          expected_rows=f.record_count)
+
+
+def add_file_deletes(table: Table, plan: DeletePlan, f: DataFile, matched: pa.BooleanArray,
+                     rows: pa.Table | None = None) -> None:
+    """Delete the rows of ``f`` where ``matched`` is True (positions in the file) as ``plan.mode`` says.
+
+    Rows the file's vector already deletes are not counted again. Copy-on-write needs
+    ``rows``: every row of the file with every column (:func:`read_all_rows`).
+    """
+    old = dv.read_deleted(table.io, table.location, f)
+    new = matched if old is None else _plain(pc.and_(matched, pc.invert(old)))
+    count = dv.cardinality(new)
+    if count == 0:
+        return  # nothing left to delete in this file: it is kept as it is (COMMIT-12)
+    plan.rows_deleted += count
+    deleted = dv.union(old, new)
+    if dv.cardinality(deleted) >= f.record_count:
+        plan.removed.append(f)  # no live row left (DV-7)
+    elif plan.mode == "copy-on-write":
+        if rows is None or rows.num_columns != len(table.metadata.schema.fields):
+            rows = read_all_rows(table, f)
+        plan.removed.append(f)
+        plan.survivors.append(rows.filter(pc.invert(deleted)))
+    else:
+        plan.deletes.append(RowDeletes(f, deleted))
+
+
+def _plain(mask: pa.ChunkedArray | pa.Array) -> pa.BooleanArray:
+    if isinstance(mask, pa.ChunkedArray):
+        mask = mask.combine_chunks() if mask.num_chunks != 1 else mask.chunk(0)
+    return pc.fill_null(mask, False) if mask.null_count else mask
