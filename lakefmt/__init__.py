@@ -25,7 +25,8 @@ from lakefmt.errors import (
     ChecksumMismatchError, MaintenanceError, IncompleteListingError, ValueOutOfRangeError,
     CorruptDataFileError, MissingDependencyError, NoSuchWarehouseError, CatalogMissingError,
     CorruptCatalogError, InvalidCatalogPathError, ReadOnlyCatalogError, WriteLeaseLostError,
-    CommitFileMissingError, StorageError, StorageFullError, ReadOnlyStorageError,
+    CommitFileMissingError, StorageError, StorageFullError, ReadOnlyStorageError, DuplicateKeyError,
+    ErasureRefusedError, ErasureVerificationError,
 )
 
 if TYPE_CHECKING:
@@ -75,6 +76,6 @@ __all__ = [
     "ValueOutOfRangeError", "CorruptDataFileError", "MissingDependencyError", "NoSuchWarehouseError",
     "CatalogMissingError", "CorruptCatalogError", "InvalidCatalogPathError", "ReadOnlyCatalogError",
     "WriteLeaseLostError", "CommitFileMissingError", "StorageError", "StorageFullError",
-    "ReadOnlyStorageError",
+    "ReadOnlyStorageError", "DuplicateKeyError", "ErasureRefusedError", "ErasureVerificationError",
     "__version__",
 ]

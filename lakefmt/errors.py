@@ -129,6 +129,14 @@ class MaintenanceError(LakefmtError):
     """Snapshot expiry or orphan removal refused to run; nothing was deleted (spec/maintenance.md)."""
 
 
+class ErasureRefusedError(ValidationError):
+    """A retention setting would keep rows the erasure must remove (ROWDEL-16). Nothing was done."""
+
+
+class ErasureVerificationError(MaintenanceError):
+    """After erasure, a live file or a file of a retained snapshot still holds a matching row (ROWDEL-17)."""
+
+
 class IncompleteListingError(MaintenanceError):
     """The table location could not be listed completely, so no file can be proven an orphan (MAINT-11)."""
 

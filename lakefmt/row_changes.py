@@ -231,7 +231,7 @@ def commit_rows(table: Table, deletes: dict[str, tuple[FileScanTask, pa.Array]],
         row_deletes = [RowDeletes(task.data_file, new_mask(task, positions)) for task, positions in items]
     if not outputs and not removed and not row_deletes:
         return None
-    added = table._write_conformed(pa.concat_tables(outputs), table.write_options()) if outputs else []
+    added = table.write_survivors(outputs)
     requirements = []
     if updated and not copy_on_write:  # a removed file is checked whole (ROWDEL-4)
         requirements.append(UpdatedRowsLive(table.io, planned_snapshot_id,

@@ -27,6 +27,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         "target_file_size": args.target_file_size, "min_input_files": args.min_input_files,
         "min_age_seconds": args.min_age_seconds, "max_group_size": args.max_group_size,
         "max_concurrent_groups": args.max_concurrent_groups, "read_mb_per_s": args.read_mb_per_s,
+        "delete_ratio_threshold": args.delete_ratio_threshold,
     }.items() if v is not None}
     layout: dict[str, Any] = {} if args.strategy == "binpack" else (
         {"sort_by": columns} if args.strategy == "sort" else {"columns": columns})
@@ -70,6 +71,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--min-input-files", type=int, metavar="N")
     p.add_argument("--min-age-seconds", type=float, metavar="S", help="0 compacts partitions still being written")
     p.add_argument("--max-group-size", type=int, metavar="BYTES")
+    p.add_argument("--delete-ratio-threshold", type=float, metavar="X",
+                   help="files with at least this fraction of rows deleted are rewritten even when large (0.3)")
     p.add_argument("--max-concurrent-groups", type=int, metavar="N")
     p.add_argument("--read-mb-per-s", type=float, metavar="MB", help="read budget (0 = unlimited)")
     p.add_argument("--respect-windows", action="store_true",

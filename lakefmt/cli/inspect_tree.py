@@ -2,8 +2,10 @@
 
 The tree follows the spec's structure exactly: the snapshot names a manifest list,
 its rows name manifests, and their entries name data files with partition values,
-sizes, row counts and per-column statistics (bounds decoded per TYPE-6). Only
-metadata is read; data files are never opened (READ-5).
+sizes, row counts and per-column statistics (bounds decoded per TYPE-6). A data file
+with a deletion vector (format version 2, DV-5) shows it: the rows it deletes, the live
+rows left (DV-6) and where its blob is. Only metadata is read; data files and
+deletion-vector files are never opened (READ-5).
 
 Example output (abridged)::
 
@@ -14,6 +16,7 @@ Example output (abridged)::
             |   files: 3 added, 0 existing, 0 deleted   rows: 3000 added, 0 existing, 0 deleted
             +-- ADDED  data/ts_day=2026-01-01/mission_id=0/part-...-00000.parquet
                   21.3 KiB (21842 bytes), 1000 rows, partition ts_day=2026-01-01/mission_id=0
+                  deletion vector  12 deleted, 988 live rows  data/deletes/dv-....bin @ 0 (64 bytes)
                   column       id  values  nulls  lower                      upper
                   ts           1   1000    0      2026-01-01T00:00:00+00:00  2026-01-01T23:59:00+00:00
 """
@@ -115,7 +118,7 @@ def print_tree(table: Table, *, out: IO[str], snapshot_id: int | None = None, st
     snap: Snapshot | None = (metadata.snapshot_by_id(snapshot_id, table=table.name) if snapshot_id is not None
                              else metadata.current_snapshot)
     w = out.write
-    w(f"table     {table.name}\n")
+    w(f"table     {table.name} (format version {metadata.format_version})\n")
     w(f"location  {metadata.location}\n")
     w(f"metadata  {table.metadata_location}\n")
     schema = metadata.schema_by_id(snap.schema_id) if snap is not None else metadata.schema
@@ -135,7 +138,7 @@ def print_tree(table: Table, *, out: IO[str], snapshot_id: int | None = None, st
         w("summary   " + " ".join(f"{k}={v}" for k, v in snap.summary.items()) + "\n")
     manifests = read_manifest_list(io, f"{metadata.location}/{snap.manifest_list}")
     w(f"+-- manifest list  {snap.manifest_list}  ({len(manifests)} manifest{'s' if len(manifests) != 1 else ''})\n")
-    total_files = total_rows = total_bytes = 0
+    total_files = total_rows = total_bytes = total_deleted = total_vectors = 0
     for mi, m in enumerate(manifests):
         last_m = mi == len(manifests) - 1
         branch, pad = ("    +-- ", "        ") if last_m else ("    +-- ", "    |   ")
@@ -156,11 +159,17 @@ def print_tree(table: Table, *, out: IO[str], snapshot_id: int | None = None, st
                 total_files += 1
                 total_rows += f.record_count
                 total_bytes += f.file_size_bytes
+                total_deleted += f.deleted_record_count
+                total_vectors += f.deletion_vector is not None
             epad = pad + ("      " if last_e else "|     ")
             w(f"{pad}+-- {EntryStatus(e.status).name}  {f.path}\n")
             w(f"{epad}{human_bytes(f.file_size_bytes)} ({f.file_size_bytes} bytes), {f.record_count} rows, "
               f"partition {_partition_text(mspec, f.partition, schema)}, snapshot {e.snapshot_id}, "
               f"sequence {e.sequence_number}\n")
+            if f.deletion_vector is not None:
+                ref = f.deletion_vector
+                w(f"{epad}deletion vector  {ref.cardinality} deleted, {f.live_record_count} live rows  "
+                  f"{ref.path} @ {ref.offset} ({ref.length} bytes)\n")
             if stats:
                 for line in _stats_lines(f, metadata, schema):
                     w(f"{epad}{line}\n")
@@ -171,6 +180,10 @@ def print_tree(table: Table, *, out: IO[str], snapshot_id: int | None = None, st
                     total_files += 1
                     total_rows += e.data_file.record_count
                     total_bytes += e.data_file.file_size_bytes
+                    total_deleted += e.data_file.deleted_record_count
+                    total_vectors += e.data_file.deletion_vector is not None
             w(f"{pad}+-- ... {len(rest)} more entries (use --max-files to show them)\n")
-    w(f"total     {total_files} live data files, {total_rows} rows, {human_bytes(total_bytes)} "
-      f"({total_bytes} bytes)\n")
+    deleted = (f" ({total_rows} written, {total_deleted} deleted by {total_vectors} deletion vectors)"
+               if total_vectors else "")
+    w(f"total     {total_files} live data files, {total_rows - total_deleted} rows{deleted}, "
+      f"{human_bytes(total_bytes)} ({total_bytes} bytes)\n")

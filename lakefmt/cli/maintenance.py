@@ -50,7 +50,8 @@ def cmd_expire(args: argparse.Namespace) -> int:
     verb = "would expire" if result.dry_run else "expired"
     print(f"{verb} {len(result.expired_snapshot_ids)} snapshot(s) of {table.name}; "
           f"{'would free' if result.dry_run else 'freed'} {human_bytes(result.bytes_freed)} "
-          f"({result.bytes_freed} bytes) in {len(result.data_files)} data files, {len(result.manifests)} "
+          f"({result.bytes_freed} bytes) in {len(result.data_files)} data files, "
+          f"{len(result.deletion_vector_files)} deletion-vector files, {len(result.manifests)} "
           f"manifests, {len(result.manifest_lists)} manifest lists, {len(result.metadata_files)} "
           "metadata files")
     for path in result.failed_deletes:
@@ -103,17 +104,24 @@ def cmd_stats(args: argparse.Namespace) -> int:
     for label, files, size in (("live", stats.live_files, stats.live_bytes),
                                ("historical (only older snapshots)", stats.historical_files,
                                 stats.historical_bytes),
+                               ("deletion vectors, live", stats.live_delete_vector_files,
+                                stats.live_delete_vector_bytes),
+                               ("deletion vectors, historical", stats.historical_delete_vector_files,
+                                stats.historical_delete_vector_bytes),
                                ("metadata", stats.metadata_files, stats.metadata_bytes),
                                ("orphan (unreferenced)", stats.orphan_files, stats.orphan_bytes),
                                ("  of which superseded metadata", stats.superseded_metadata_files,
                                 stats.superseded_metadata_bytes),
                                ("in flight (uncommitted, leased)", stats.in_flight_files, stats.in_flight_bytes)):
         print(f"  {label:36} {files:>8} files {human_bytes(size):>12}")
+    print(f"  rows: {stats.live_records} live of {stats.written_records} written; {stats.deleted_records} "
+          f"deleted by {stats.live_delete_vectors} deletion vectors")
     if stats.superseded_metadata_files:
         print("  superseded metadata: metadata files out of the metadata-log (write.metadata.previous-versions-max);"
               " expiry or orphan removal deletes them (MAINT-6)")
     records: list[dict[str, Any]] = [{
         "partition": p.partition or "(unpartitioned)", "files": p.files, "bytes": p.bytes,
+        "rows": p.records, "deleted": p.deleted_records, "vectors": p.delete_vectors,
         "avg_file": human_bytes(int(p.average_file_size)), "small": p.small_files, "manifests": p.manifests,
         **{_bucket_label(upper, stats.target_file_size): n for upper, n in p.size_histogram},
     } for p in stats.partitions]

@@ -11,7 +11,12 @@
 Options default to the table's ``compaction.*`` properties (:mod:`lakefmt.compaction.options`)
 and may be overridden per call. The pieces, top to bottom: :mod:`~lakefmt.compaction.planner`
 (pure planning), :mod:`~lakefmt.compaction.rewrite` (one group; also what a Spark task runs),
-:mod:`~lakefmt.compaction.runner` (leases, pacing, commits), :mod:`~lakefmt.compaction.manifests`.
+:mod:`~lakefmt.compaction.runner` (leases, pacing), :mod:`~lakefmt.compaction.commits`,
+:mod:`~lakefmt.compaction.manifests`.
+
+On a table with deletion vectors every rewrite drops the rows they delete (COMPACT-32),
+and a file with at least ``compaction.delete-ratio-threshold`` of its rows deleted is
+rewritten even when large or alone (COMPACT-35): ``plan.explain()`` says ``deletes``.
 """
 
 from __future__ import annotations
@@ -91,7 +96,8 @@ class Compaction:
                 min_age_seconds: float | None = None, max_concurrent_groups: int | None = None,
                 read_mb_per_s: float | None = None, quiet_windows: str | None = None,
                 zstd_level: int | None = None, lease_seconds: float | None = None, verify: str | None = None,
-                sorted_row_group_rows: int | None = None, **unknown: Any) -> CompactionOptions:
+                sorted_row_group_rows: int | None = None, delete_ratio_threshold: float | None = None,
+                **unknown: Any) -> CompactionOptions:
         """The effective options: table properties, overridden by the non-None arguments (COMPACT-1).
 
         Raises:
@@ -106,7 +112,7 @@ class Compaction:
             min_input_files=min_input_files, max_group_size=max_group_size, min_age_seconds=min_age_seconds,
             max_concurrent_groups=max_concurrent_groups, read_mb_per_s=read_mb_per_s,
             quiet_windows=quiet_windows, zstd_level=zstd_level, lease_seconds=lease_seconds, verify=verify,
-            sorted_row_group_rows=sorted_row_group_rows)
+            sorted_row_group_rows=sorted_row_group_rows, delete_ratio_threshold=delete_ratio_threshold)
 
     def plan(self, strategy: Strategy = "binpack", *, sort_by: Sequence[str] | None = None,
              columns: Sequence[str] | None = None, filter: str | Expression | None = None,

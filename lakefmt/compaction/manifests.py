@@ -8,8 +8,10 @@ covers a narrow range of partitions and the manifest-list summaries prune (READ-
 
 The commit is metadata-only: a ``replace`` snapshot whose live data files are exactly
 those of its parent. Entries keep their snapshot ids and sequence numbers (written
-explicitly, status EXISTING). It is built through ``Table.commit_build``, so a lost
-race rebuilds it from the new base and concurrent appends are kept.
+explicitly, status EXISTING) and their deletion vectors (DV-5): the new manifests have
+the table's format version (MAN-9), so a version 2 table's deleted rows stay deleted.
+It is built through ``Table.commit_build``, so a lost race rebuilds it from the new
+base: concurrent appends are kept, and so are vectors a concurrent delete wrote.
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ def _build(table: Table, base: TableMetadata, target: int, token: str, stats: di
     for m in small:
         spec = base.spec_by_id(m.spec_id)
         for e in read_entries(io, f"{location}/{m.path}", m, spec, base.schema):
-            if e.is_live:  # ids were inherited on read, so they are written explicitly (COMPACT-29)
+            if e.is_live:  # ids were inherited on read, so they are written explicitly (COMPACT-29); the
+                # entry keeps its deletion vector (DV-5)
                 by_spec.setdefault(m.spec_id, []).append(replace(e, status=EntryStatus.EXISTING))
     entries_total = sum(len(v) for v in by_spec.values())
     per_entry = max(1.0, sum(m.length for m in small) / max(1, entries_total))
@@ -125,10 +128,10 @@ def _build(table: Table, base: TableMetadata, target: int, token: str, stats: di
                 written.append(f"{location}/{rel}")
                 created.append(write_manifest(io, f"{location}/{rel}", rel, entries[start:start + size],
                                               base.spec_by_id(spec_id), base.schema, snapshot_id=snapshot_id,
-                                              sequence_number=sequence))
+                                              sequence_number=sequence, format_version=base.format_version))
         list_rel = f"metadata/snap-{snapshot_id}-{token}-{uuid.uuid4().hex[:16]}.manifest-list.parquet"
         written.append(f"{location}/{list_rel}")
-        write_manifest_list(io, f"{location}/{list_rel}", keep + created)
+        write_manifest_list(io, f"{location}/{list_rel}", keep + created, format_version=base.format_version)
     except BaseException:
         io.delete_many(written)
         raise
@@ -137,6 +140,8 @@ def _build(table: Table, base: TableMetadata, target: int, token: str, stats: di
                     "deleted-records": "0", "added-files-size": "0", "removed-files-size": "0",
                     "lakefmt.manifests-created": str(len(created)), "lakefmt.manifests-replaced": str(len(small)),
                     "lakefmt.manifests-kept": str(len(keep))})
+    if base.format_version >= 2:  # no row deleted by this snapshot; the totals carry over (DV-8)
+        summary["added-position-deletes"] = "0"
     snapshot = Snapshot(snapshot_id=snapshot_id, parent_snapshot_id=current.snapshot_id, sequence_number=sequence,
                         timestamp_ms=max(int(time.time() * 1000), base.last_updated_ms), operation="replace",
                         manifest_list=list_rel, schema_id=base.current_schema_id, summary=summary)

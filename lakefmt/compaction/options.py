@@ -67,11 +67,15 @@ SORTED_ROW_GROUP_ROWS = Property(
     "compaction.sorted-row-group-rows", 16_384, 1, None,
     "Rows per Parquet row group of sort and Z-order outputs: small row groups let selective "
     "reads skip all but a few rows of a clustered file.")
+DELETE_RATIO_THRESHOLD = Property(
+    "compaction.delete-ratio-threshold", 0.3, 0.0, 1.0,
+    "A file whose deletion vector deletes at least this fraction of its rows is a candidate even when "
+    "large or alone in its partition (COMPACT-35); greater than 0, at most 1.")
 
 COMPACTION_PROPERTIES = (TARGET_FILE_SIZE_BYTES, SMALL_FILE_THRESHOLD_RATIO, MIN_INPUT_FILES,
                          MAX_GROUP_SIZE_BYTES, MIN_AGE_SECONDS, MAX_CONCURRENT_GROUPS,
                          READ_BANDWIDTH_MB_PER_S, QUIET_WINDOWS, ZSTD_LEVEL, LEASE_SECONDS, VERIFY,
-                         SORTED_ROW_GROUP_ROWS)
+                         SORTED_ROW_GROUP_ROWS, DELETE_RATIO_THRESHOLD)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class CompactionOptions:
     lease_seconds: float = 900
     verify: str = "written"
     sorted_row_group_rows: int = 16_384
+    delete_ratio_threshold: float = 0.3
 
     @property
     def small_file_threshold(self) -> int:
@@ -103,7 +108,7 @@ _BY_FIELD: dict[str, Property] = {
     "min_age_seconds": MIN_AGE_SECONDS, "max_concurrent_groups": MAX_CONCURRENT_GROUPS,
     "read_mb_per_s": READ_BANDWIDTH_MB_PER_S, "quiet_windows": QUIET_WINDOWS, "zstd_level": ZSTD_LEVEL,
     "lease_seconds": LEASE_SECONDS, "verify": VERIFY,
-    "sorted_row_group_rows": SORTED_ROW_GROUP_ROWS,
+    "sorted_row_group_rows": SORTED_ROW_GROUP_ROWS, "delete_ratio_threshold": DELETE_RATIO_THRESHOLD,
 }
 _INTEGERS = {"target_file_size", "min_input_files", "max_group_size", "max_concurrent_groups", "zstd_level",
              "sorted_row_group_rows"}
@@ -138,6 +143,12 @@ def resolve_options(properties: Mapping[str, str], **overrides: Any) -> Compacti
             values[f.name] = mode
         elif f.name in _INTEGERS:
             values[f.name] = int_property(props, prop, override)
+        elif f.name == "delete_ratio_threshold":
+            ratio = number_property(props, prop, override)
+            if ratio <= 0:  # 0 would make every file a candidate (COMPACT-35)
+                raise ValidationError(f"property {prop.name} must be > 0 and <= 1, got "
+                                      f"{override if override is not None else props.get(prop.name)!r}")
+            values[f.name] = ratio
         else:
             values[f.name] = number_property(props, prop, override)
     return CompactionOptions(**values)

@@ -1,10 +1,15 @@
-"""The compaction planner: files + options + now -> groups (spec/compaction.md §Planning, COMPACT-3..COMPACT-11).
+"""The compaction planner: files + options + now -> groups (spec/compaction.md §Planning, COMPACT-3..11, 35).
 
 Pure: no I/O, no clock, no randomness. Given the live files of a snapshot (each with
 when it was ingested), the options and the time, :func:`plan_groups` decides per
 partition which files are candidates, how they are packed into groups, and why any
 file or partition is left out. The same input always gives the same plan, so the
 plan is explainable (``plan.explain()``) and unit-testable without a table.
+
+A file is a candidate because it is small (COMPACT-4) or because its deletion vector
+deletes at least ``delete_ratio_threshold`` of its rows (reason ``deletes``, COMPACT-35):
+such a file is rewritten even when large or alone in its partition, so that its deleted
+rows stop costing every read.
 
 Example:
     >>> plan = plan_groups(files, CompactionOptions(min_age_seconds=0), strategy="binpack", now_ms=now)
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -63,9 +68,21 @@ class FileGroup:
     def input_bytes(self) -> int:
         return sum(f.file_size_bytes for f in self.files)
 
+    for_deletes: tuple[str, ...] = ()
+    """Paths of the group's files that are candidates because of their deleted rows (COMPACT-35)."""
+
     @property
     def input_rows(self) -> int:
         return sum(f.record_count for f in self.files)
+
+    @property
+    def deleted_rows(self) -> int:
+        """Rows of the inputs their deletion vectors delete: the rewrite drops them (COMPACT-32)."""
+        return sum(f.deleted_record_count for f in self.files)
+
+    @property
+    def live_rows(self) -> int:
+        return self.input_rows - self.deleted_rows
 
 
 @dataclass(frozen=True)
@@ -81,6 +98,7 @@ class PartitionPlan:
     skipped: tuple[SkippedFile, ...]
     reason: SkipReason | None = None  # why the partition has no group, when one reason covers it
     ingested_ms: int | None = None  # the partition's ingest time (COMPACT-5); None when unknown
+    for_deletes: tuple[DataFile, ...] = ()  # candidates because of their deleted rows (COMPACT-35)
 
     @property
     def key(self) -> PartitionKey:
@@ -114,6 +132,16 @@ class CompactionPlan:
         return sum(g.input_bytes for g in self.groups)
 
     @property
+    def deleted_rows(self) -> int:
+        """Deleted rows the groups' rewrites drop (COMPACT-32)."""
+        return sum(g.deleted_rows for g in self.groups)
+
+    @property
+    def files_for_deletes(self) -> int:
+        """Files in groups because of their deleted rows (COMPACT-35)."""
+        return sum(len(g.for_deletes) for g in self.groups)
+
+    @property
     def skipped(self) -> tuple[SkippedFile, ...]:
         return tuple(s for p in self.partitions for s in p.skipped)
 
@@ -144,17 +172,34 @@ class CompactionPlan:
                   f"(target {format_bytes(self.options.target_file_size)}, small < "
                   f"{format_bytes(self.options.small_file_threshold)}, min {self.options.min_input_files} files, "
                   f"max group {format_bytes(self.options.max_group_size)}, "
-                  f"min age {self.options.min_age_seconds:g} s)")
+                  f"min age {self.options.min_age_seconds:g} s, "
+                  f"deletes >= {_percent(self.options.delete_ratio_threshold)} of a file's rows)")
         lines = [header]
+        if self.deleted_rows:
+            lines.append(f"  deleted rows dropped: {self.deleted_rows} (deletion vectors applied); "
+                         f"{self.files_for_deletes} file(s) rewritten for their deletes")
         shown = self.partitions if max_partitions is None else self.partitions[:max_partitions]
         for p in shown:
             head = f"  {p.label}: {p.files_total} files, {len(p.candidates)} candidates"
+            if p.for_deletes:
+                head += f" ({len(p.candidates) - len(p.for_deletes)} small, {len(p.for_deletes)} for deletes)"
             if p.reason:
                 head += f" -- skipped: {p.reason}"
             lines.append(head)
             for g in p.groups:
-                lines.append(f"    group {g.group_id}: {len(g.files)} files, {format_bytes(g.input_bytes)}, "
-                             f"{g.input_rows} rows")
+                line = (f"    group {g.group_id}: {len(g.files)} files, {format_bytes(g.input_bytes)}, "
+                        f"{g.input_rows} rows")
+                if g.deleted_rows:
+                    line += f" ({g.deleted_rows} deleted)"
+                if g.for_deletes:
+                    line += (f" -- deletes: {len(g.for_deletes)} file{'s' if len(g.for_deletes) != 1 else ''} with "
+                             f">= {_percent(self.options.delete_ratio_threshold)} of rows deleted")
+                lines.append(line)
+                heavy = set(g.for_deletes)
+                for f in g.files:
+                    if f.path in heavy:  # why each file is a candidate (COMPACT-35): small, or for its deletes
+                        lines.append(f"      deletes: {f.path} ({_percent(f.deleted_record_count / f.record_count)}"
+                                     f" of {f.record_count} rows deleted)")
             counts: dict[str, int] = {}
             for s in p.skipped:
                 counts[s.reason] = counts.get(s.reason, 0) + 1
@@ -220,9 +265,8 @@ def plan_groups(files: Sequence[PlannerFile], options: CompactionOptions, *, str
         groups = []
         for g in p.groups:
             counter += 1
-            groups.append(FileGroup(f"g{counter:04d}", g.spec_id, g.partition, g.partition_label, g.files))
-        numbered.append(PartitionPlan(p.spec_id, p.partition, p.label, p.files_total, p.candidates,
-                                      tuple(groups), p.skipped, p.reason, p.ingested_ms))
+            groups.append(replace(g, group_id=f"g{counter:04d}"))
+        numbered.append(replace(p, groups=tuple(groups)))
     return CompactionPlan(strategy, options, tuple(numbered), now_ms, target_sort_order_id=target_sort_order_id)
 
 
@@ -232,19 +276,24 @@ def _plan_partition(key: PartitionKey, text: str, members: list[PlannerFile], op
     scoped = sorted((m for m in members if m.in_scope), key=lambda m: m.data_file.path)
     skipped: list[SkippedFile] = []
     candidates: list[PlannerFile] = []
+    heavy: set[str] = set()  # candidates for their deleted rows (COMPACT-35)
     threshold = options.small_file_threshold
     for m in scoped:
-        if m.data_file.file_size_bytes >= threshold:
+        if delete_heavy(m.data_file, options.delete_ratio_threshold):
+            candidates.append(m)
+            heavy.add(m.data_file.path)
+        elif m.data_file.file_size_bytes >= threshold:
             skipped.append(SkippedFile(m.data_file, "too-big"))  # COMPACT-4: large files are left alone
         else:
             candidates.append(m)
     cand_files = tuple(m.data_file for m in candidates)
+    for_deletes = tuple(f for f in cand_files if f.path in heavy)
     ingested = [m.added_ms for m in members if m.added_ms is not None and not m.compacted]
     ingested_ms = max(ingested) if ingested else None
 
     def done(reason: SkipReason | None, groups: tuple[FileGroup, ...] = ()) -> PartitionPlan:
         return PartitionPlan(spec_id, partition, text, len(scoped), cand_files, groups, tuple(skipped), reason,
-                             ingested_ms)
+                             ingested_ms, for_deletes)
 
     # COMPACT-5: a partition still receiving writes is skipped whole.
     if options.min_age_seconds > 0 and ingested and now_ms - max(ingested) < options.min_age_seconds * 1000:
@@ -252,7 +301,7 @@ def _plan_partition(key: PartitionKey, text: str, members: list[PlannerFile], op
         return done("too-young")
     if not candidates:
         return done("too-big" if skipped else "too-few-files")
-    if len(candidates) < options.min_input_files:  # COMPACT-6
+    if len(candidates) < options.min_input_files and not heavy:  # COMPACT-6; deletes need no company (COMPACT-35)
         reason = _lone_reason(candidates[0], strategy, target_sort_order_id) if len(candidates) == 1 \
             else "too-few-files"
         skipped.extend(SkippedFile(m.data_file, reason) for m in candidates)
@@ -260,6 +309,11 @@ def _plan_partition(key: PartitionKey, text: str, members: list[PlannerFile], op
     groups = []
     for bin_files in pack_bins(candidates, options.max_group_size):
         total = sum(m.data_file.file_size_bytes for m in bin_files)
+        deletes = tuple(sorted(m.data_file.path for m in bin_files if m.data_file.path in heavy))
+        if deletes:  # COMPACT-35: rewriting drops the deleted rows, so even one file is worth a rewrite
+            files = tuple(sorted((m.data_file for m in bin_files), key=lambda f: f.path))
+            groups.append(FileGroup("", spec_id, partition, text, files, for_deletes=deletes))
+            continue
         if len(bin_files) == 1 and _same_layout(bin_files[0], strategy, target_sort_order_id):
             reason = _lone_reason(bin_files[0], strategy, target_sort_order_id)  # COMPACT-8
             skipped.append(SkippedFile(bin_files[0].data_file, reason))
@@ -274,6 +328,16 @@ def _plan_partition(key: PartitionKey, text: str, members: list[PlannerFile], op
         reasons = {s.reason for s in skipped if s.data_file in in_candidates}
         return done(reasons.pop() if len(reasons) == 1 else "too-few-files")
     return done(None, tuple(groups))
+
+
+def delete_heavy(data_file: DataFile, ratio: float) -> bool:
+    """Whether the file's deletion vector deletes at least ``ratio`` of its rows (COMPACT-35)."""
+    deleted = data_file.deleted_record_count
+    return deleted > 0 and data_file.record_count > 0 and deleted / data_file.record_count >= ratio
+
+
+def _percent(ratio: float) -> str:
+    return f"{ratio * 100:.3g}%"
 
 
 def _lone_reason(m: PlannerFile, strategy: Strategy, target_sort_order_id: int | None) -> SkipReason:

@@ -24,8 +24,8 @@ GroupStatus = Literal["committed", "conflict", "lease-held", "quiet-window", "st
 class GroupResult:
     """The outcome of one group (COMPACT-18, COMPACT-19).
 
-    ``status``: ``committed``; ``conflict`` (a source file was removed concurrently;
-    outputs deleted); ``lease-held`` (another compactor holds the partition);
+    ``status``: ``committed``; ``conflict`` (a source file was removed, or had rows
+    deleted, concurrently (COMPACT-34); outputs deleted); ``lease-held`` (another compactor holds the partition);
     ``quiet-window`` (not started: a quiet window began); ``stopped`` (not started: the run
     was asked to stop, COMPACT-31); ``failed`` (see ``error``).
     """
@@ -42,6 +42,8 @@ class GroupResult:
     method: str | None = None
     seconds: float = 0.0
     error: str | None = None
+    deleted_rows: int = 0
+    """Input rows deletion vectors deleted, dropped by the rewrite (COMPACT-32); ``rows`` are the live ones."""
 
     @property
     def committed(self) -> bool:
@@ -74,6 +76,8 @@ class CompactionResult:
     throttled_seconds: float = 0.0
     skipped_files: tuple[tuple[str, int], ...] = ()
     """Files the plan left out, per reason (COMPACT-11), e.g. ``(("too-young", 12),)``."""
+    deleted_rows_dropped: int = 0
+    """Rows the committed groups' inputs had deleted by deletion vectors: in no output (COMPACT-32)."""
     too_young: TooYoung | None = None
     """Files left out because their partitions are still being written (COMPACT-5): how many, when
     the youngest becomes eligible and how to override (``too_young.explain()``)."""
@@ -84,7 +88,11 @@ class CompactionResult:
         return (f"CompactionResult({self.table}, {self.strategy}: {self.groups_committed}/{self.groups_planned} "
                 f"groups committed, {self.groups_skipped} skipped, {self.groups_failed} failed; files "
                 f"{self.files_before} -> {self.files_after}, {format_bytes(self.bytes_before)} -> "
-                f"{format_bytes(self.bytes_after)}, {self.rows_rewritten} rows, {self.seconds:.2f} s{left_out})")
+                f"{format_bytes(self.bytes_after)}, {self.rows_rewritten} rows{self._dropped()}, "
+                f"{self.seconds:.2f} s{left_out})")
+
+    def _dropped(self) -> str:
+        return f" ({self.deleted_rows_dropped} deleted rows dropped)" if self.deleted_rows_dropped else ""
 
     def summary(self) -> str:
         throttled = f" (throttled {self.throttled_seconds:.2f} s)" if self.throttled_seconds else ""
@@ -95,7 +103,8 @@ class CompactionResult:
             (f"  table files: {self.files_before} -> {self.files_after}   "
              f"bytes: {format_bytes(self.bytes_before)} -> {format_bytes(self.bytes_after)}"),
             (f"  rewritten: {self.files_rewritten} files ({format_bytes(self.bytes_rewritten)}) -> "
-             f"{self.files_written} files ({format_bytes(self.bytes_written)}), {self.rows_rewritten} rows"),
+             f"{self.files_written} files ({format_bytes(self.bytes_written)}), {self.rows_rewritten} rows"
+             f"{self._dropped()}"),
             f"  time: {self.seconds:.2f} s{throttled}",
         ]
         if self.snapshot_ids:

@@ -18,6 +18,13 @@ In-memory strategies order the group with :func:`lakefmt.compaction.ranks.sort_i
 or :func:`lakefmt.compaction.zorder.zorder_indices` (rank-based, the permutation the
 definitions give) and reorder it one slice at a time, so the group is held once.
 
+Inputs are read with their deletion vectors applied (COMPACT-32): the rows a vector
+deletes are dropped as each batch is read, so no output holds a deleted row, and the
+inputs' rows below are their *live* rows (``record_count`` less the vector's
+cardinality, COMPACT-33). A :class:`RewriteTask` carries each input's
+:class:`~lakefmt.manifest.DataFile` with the vector it had when the group was planned;
+the commit then removes exactly those (ROWDEL-4).
+
 Outputs are ZSTD Parquet files named ``compact-...`` with statistics from their
 footers (COMPACT-16) and the encodings every writer chooses (:mod:`lakefmt.encoding`,
 WRITE-7). Before returning, the outputs must hold exactly the input rows (COMPACT-17):
@@ -51,7 +58,7 @@ import pyarrow.parquet as pq
 from lakefmt.compaction.merge import merge_sorted
 from lakefmt.compaction.options import Strategy
 from lakefmt.compaction.ranks import sort_indices
-from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, read_table
+from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, live_rows, read_table
 from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, checksum, parquet_checksum
 from lakefmt.compaction.zorder import zorder_indices
 from lakefmt.errors import ChecksumMismatchError, CompactionError
@@ -71,7 +78,10 @@ TAKE_ROWS = 1_048_576  # rows reordered per take; smaller slices cost a per-call
 
 @dataclass(frozen=True)
 class RewriteTask:
-    """Everything one group's rewrite needs, as plain data (picklable for a Spark task)."""
+    """Everything one group's rewrite needs, as plain data (picklable for a Spark task).
+
+    ``files`` are the inputs as planned, each with its deletion vector (COMPACT-32).
+    """
 
     group_id: str
     location: str
@@ -91,7 +101,11 @@ class RewriteTask:
 
 @dataclass(frozen=True)
 class RewriteResult:
-    """What one rewrite produced (nothing is committed yet)."""
+    """What one rewrite produced (nothing is committed yet).
+
+    ``rows`` are the live input rows, all in the outputs; ``deleted_rows`` the input rows
+    their deletion vectors deleted, in no output (COMPACT-32).
+    """
 
     group_id: str
     outputs: tuple[DataFile, ...]
@@ -103,6 +117,7 @@ class RewriteResult:
     method: Method
     seconds: float
     output_paths: tuple[str, ...] = field(default=(), repr=False)
+    deleted_rows: int = 0
 
 
 def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], None] | None = None,
@@ -130,10 +145,10 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
         paths = tuple(f"{task.location}/{f.path}" for f in outputs)
         if hook is not None:
             hook("outputs-written", {"group_id": task.group_id, "paths": list(paths)})
-        expected = sum(f.record_count for f in task.files)
+        expected = sum(f.live_record_count for f in task.files)  # COMPACT-33
         if inputs.value.rows != expected:
-            raise CompactionError(f"group {task.group_id}: inputs hold {inputs.value.rows} rows but their "
-                                  f"manifest entries say {expected}")
+            raise CompactionError(f"group {task.group_id}: inputs hold {inputs.value.rows} live rows but their "
+                                  f"manifest entries say {expected} (record counts less deleted rows)")
         output_sum = _verify(io, task, outputs, inputs.value, written.value, throttle) if task.verify \
             else inputs.value
     except BaseException:
@@ -143,7 +158,8 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
         group_id=task.group_id, outputs=outputs, rows=inputs.value.rows, input_checksum=inputs.value,
         output_checksum=output_sum, input_bytes=sum(f.file_size_bytes for f in task.files),
         output_bytes=sum(f.file_size_bytes for f in outputs), method=method,
-        seconds=time.perf_counter() - started, output_paths=paths)
+        seconds=time.perf_counter() - started, output_paths=paths,
+        deleted_rows=sum(f.deleted_record_count for f in task.files))
 
 
 def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
@@ -155,14 +171,14 @@ def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
         return "stream"
     if task.strategy == "sort" and task.inputs_sorted and 1 < len(task.files) <= MAX_MERGE_INPUTS:
         batch_rows = max(1024, min(DEFAULT_BATCH_ROWS, 4_000_000 // len(task.files)))
-        streams = [_checked(iter_batches(io, _abs(task, f), task.schema, batch_rows=batch_rows, charge=throttle,
-                                         size_hint=f.file_size_bytes), inputs) for f in task.files]
+        streams = [_checked(_batches(io, task, f, throttle, batch_rows), inputs) for f in task.files]
         for table in merge_sorted(streams, task.schema.to_arrow(), task.sort_keys, batch_rows=batch_rows):
             sink.write(table)
         return "merge"
     tables = []
     for f in task.files:
-        table = read_table(io, _abs(task, f), task.schema, charge=throttle, size_hint=f.file_size_bytes)
+        table = read_table(io, _abs(task, f), task.schema, charge=throttle, size_hint=f.file_size_bytes,
+                           live=live_rows(io, task.location, f))
         inputs.update(table)
         tables.append(table)
     inputs.value  # noqa: B018 - hashes the rows still buffered, so the checksum holds no table below
@@ -200,8 +216,15 @@ def _contiguous(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
 def _stream(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | None, batch_rows: int
             ) -> Iterator[pa.RecordBatch]:
     for f in task.files:
-        yield from iter_batches(io, _abs(task, f), task.schema, batch_rows=batch_rows, charge=throttle,
-                                size_hint=f.file_size_bytes, keep_dictionaries=True)
+        yield from _batches(io, task, f, throttle, batch_rows, keep_dictionaries=True)
+
+
+def _batches(io: FileIO, task: RewriteTask, f: DataFile, throttle: Callable[[int], None] | None, batch_rows: int,
+             *, keep_dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
+    """The live rows of one input, batch by batch (COMPACT-12, COMPACT-32)."""
+    yield from iter_batches(io, _abs(task, f), task.schema, batch_rows=batch_rows, charge=throttle,
+                            size_hint=f.file_size_bytes, keep_dictionaries=keep_dictionaries,
+                            live=live_rows(io, task.location, f))
 
 
 def _checked(batches: Iterator[pa.RecordBatch], acc: RowChecksum) -> Iterator[pa.RecordBatch]:

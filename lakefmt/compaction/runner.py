@@ -5,12 +5,16 @@ was ingested) and hands them to the pure planner. :func:`run_plan` executes a pl
 partition by partition, most fragmented first, it takes the partition's lease, runs
 the group rewrites on a bounded thread pool (paced by the read budget and the
 back-off hook), and commits rewritten groups through the catalog's compare-and-swap
-as ``replace`` snapshots: a group of at least the target size as soon as it is
-rewritten, smaller ones together once they add up to the target size or nothing is
+as ``replace`` snapshots (:mod:`~lakefmt.compaction.commits`): a group of at least
+the target size as soon as it is rewritten, smaller ones together once they add up to the target size or nothing is
 running (one commit for a run of tiny partitions, COMPACT-18). A group whose source
 files were removed concurrently is dropped and its outputs deleted; appends that
 land meanwhile are rebased by the commit protocol; one failing group never blocks
-the others (partial progress, COMPACT-19). Leases only save work; the catalog's
+the others (partial progress, COMPACT-19). Deletion vectors: a group reads its inputs
+with the vectors they have when its partition starts (a file whose vector grew since
+planning is read with the new one); its commit removes the inputs as read, so a delete
+that lands on one of them before the commit makes that group a conflict, never
+resurrects the rows (COMPACT-34, ROWDEL-4). Leases only save work; the catalog's
 compare-and-swap is what keeps two compactors from both replacing a file (COMPACT-24).
 """
 
@@ -27,21 +31,21 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from lakefmt.commit import FileChange
+from lakefmt.compaction.commits import commit_groups
 from lakefmt.compaction.leasing import PartitionLeases
 from lakefmt.compaction.options import STRATEGIES, CompactionOptions, Strategy
 from lakefmt.compaction.pacing import Pacer, QuietWindows, TokenBucket
 from lakefmt.compaction.planner import CompactionPlan, FileGroup, PartitionPlan, PlannerFile, plan_groups
 from lakefmt.compaction.results import CompactionResult, GroupResult
 from lakefmt.compaction.rewrite import Hook, RewriteResult, RewriteTask, rewrite_group
-from lakefmt.errors import CommitConflictError, CommitStateUnknownError, LakefmtError, ValidationError
+from lakefmt.errors import LakefmtError, ValidationError
 from lakefmt.expressions import Expression
-from lakefmt.hooks import checkpoint
 from lakefmt.manifest_cache import read_entries, read_list
 from lakefmt.sorting import parse_sort_by
 from lakefmt.table import under_write_lease
 
 if TYPE_CHECKING:
+    from lakefmt.manifest import DataFile
     from lakefmt.metadata import Snapshot, TableMetadata
     from lakefmt.table import Table
 
@@ -255,12 +259,15 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
             if not leases.start(key):  # atomic; an expired lease is taken over (COMPACT-23)
                 skip_partition(part, "lease-held", "another compactor holds this partition's lease")
                 continue
-            live = _live_paths_if_changed(table, plan.snapshot_id, {g.snapshot_id for g in results})
-            groups = [g for g in part.groups if live is None or all(f.path in live for f in g.files)]
+            live = _live_files_if_changed(table, plan.snapshot_id, {g.snapshot_id for g in results})
+            groups = []
             for g in part.groups:
-                if g not in groups:  # another writer replaced its files since planning (COMPACT-18)
+                current = g if live is None else _as_live(g, live)
+                if current is None:  # another writer replaced its files since planning (COMPACT-18)
                     finish(GroupResult(g.group_id, g.partition_label, "conflict", len(g.files), g.input_bytes,
                                        error="source files were removed since planning; not rewritten"))
+                else:
+                    groups.append(current)
             if not groups:
                 leases.finished(key)
                 continue
@@ -270,7 +277,7 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
 
     def commit(batch: list[tuple[Future[RewriteResult], tuple[FileGroup, str]]]) -> None:
         keys = list(dict.fromkeys(key for _, (_, key) in batch))
-        for group_result in _commit_groups(table, plan, [(future, group) for future, (group, _) in batch], hook,
+        for group_result in commit_groups(table, plan, [(future, group) for future, (group, _) in batch], hook,
                                            lambda: [leases.renew_if_due(k) for k in keys]):
             finish(group_result)
         for _, (_, key) in batch:
@@ -306,80 +313,27 @@ def _ready_bytes(committing: list[tuple[Future[RewriteResult], tuple[FileGroup, 
     return sum(group.input_bytes for _, (group, _) in committing)
 
 
-def _commit_groups(table: Table, plan: CompactionPlan, batch: list[tuple[Future[RewriteResult], FileGroup]],
-                   hook: Hook | None, renew_leases: Callable[[], object]) -> list[GroupResult]:
-    """Commit rewritten groups as one ``replace`` snapshot (COMPACT-18); each group on its own after a conflict.
+def _as_live(group: FileGroup, live: dict[str, DataFile]) -> FileGroup | None:
+    """``group`` with its files as they are live now, or None when one of them was removed (COMPACT-18).
 
-    A group whose rewrite failed is reported and left out (COMPACT-19). When the shared
-    commit conflicts (an input of some group is gone), the groups are committed one by
-    one, so only the groups whose inputs were removed are dropped.
+    A file another commit gave a new deletion vector since planning is read with that
+    vector: the rewrite drops those rows too, and the commit checks it against the vector
+    it read (COMPACT-34).
     """
-    results: list[GroupResult] = []
-    ready: list[tuple[FileGroup, RewriteResult, GroupResult]] = []
-    for future, group in batch:
-        base = GroupResult(group.group_id, group.partition_label, "failed", len(group.files), group.input_bytes)
-        try:
-            rewritten = future.result()
-        except Exception as exc:  # noqa: BLE001 - one bad group never blocks the others (COMPACT-19)
-            results.append(replace(base, error=f"{type(exc).__name__}: {exc}"))
-            continue
-        ready.append((group, rewritten, replace(
-            base, output_files=len(rewritten.outputs), output_bytes=rewritten.output_bytes, rows=rewritten.rows,
-            method=rewritten.method, seconds=rewritten.seconds)))
-    if not ready:
-        return results
-    renew_leases()
-    if hook is not None:
-        for group, rewritten, _ in ready:
-            hook("before-commit", {"group_id": group.group_id, "paths": list(rewritten.output_paths)})
-    checkpoint("compaction-before-commit")
-    if len(ready) == 1:
-        return [*results, _commit_one(table, plan, ready)]
-    try:
-        snapshot = _commit(table, plan, ready, cleanup=False)
-    except CommitConflictError:
-        return [*results, *(_commit_one(table, plan, [item]) for item in ready)]
-    except CommitStateUnknownError as exc:
-        return [*results, *(replace(done, error=f"commit outcome unknown, outputs kept: {exc}")
-                            for _, _, done in ready)]
-    except LakefmtError as exc:
-        table.io.delete_many([p for _, rewritten, _ in ready for p in rewritten.output_paths])
-        return [*results, *(replace(done, output_files=0, output_bytes=0, error=f"{type(exc).__name__}: {exc}")
-                            for _, _, done in ready)]
-    return [*results, *(replace(done, status="committed", snapshot_id=snapshot.snapshot_id)
-                        for _, _, done in ready)]
+    files: list[DataFile] = []
+    for f in group.files:
+        now = live.get(f.path)
+        if now is None:
+            return None
+        files.append(now)
+    if all(now.deletion_vector == was.deletion_vector for now, was in zip(files, group.files)):
+        return group
+    return replace(group, files=tuple(files))
 
 
-def _commit(table: Table, plan: CompactionPlan, ready: list[tuple[FileGroup, RewriteResult, GroupResult]], *,
-            cleanup: bool) -> Snapshot:
-    """One ``replace`` snapshot removing the groups' inputs and adding their outputs (COMPACT-18, COMPACT-20)."""
-    outputs = [f for _, rewritten, _ in ready for f in rewritten.outputs]
-    change = FileChange("replace", added=outputs, removed=[f for group, _, _ in ready for f in group.files], summary={
-        "lakefmt.compaction.strategy": plan.strategy,
-        "lakefmt.compaction.group": ",".join(group.group_id for group, _, _ in ready),
-        "lakefmt.compaction.method": ",".join(sorted({rewritten.method for _, rewritten, _ in ready}))})
-    return table.commit_change(change, cleanup_on_failure=outputs if cleanup else ())
-
-
-def _commit_one(table: Table, plan: CompactionPlan, ready: list[tuple[FileGroup, RewriteResult, GroupResult]]
-                ) -> GroupResult:
-    """Commit one rewritten group as its own snapshot; its outputs are deleted if it fails."""
-    [(_, _, done)] = ready
-    try:
-        snapshot = _commit(table, plan, ready, cleanup=True)
-    except CommitConflictError as exc:
-        # A source file is gone (another compaction, a delete): the group no longer applies.
-        return replace(done, status="conflict", output_files=0, output_bytes=0, error=str(exc))
-    except CommitStateUnknownError as exc:
-        return replace(done, error=f"commit outcome unknown, outputs kept: {exc}")
-    except LakefmtError as exc:
-        return replace(done, output_files=0, output_bytes=0, error=f"{type(exc).__name__}: {exc}")
-    return replace(done, status="committed", snapshot_id=snapshot.snapshot_id)
-
-
-def _live_paths_if_changed(table: Table, planned_snapshot_id: int | None, own: set[int | None]
-                           ) -> set[str] | None:
-    """The live file paths of the (just refreshed) current snapshot, or None if nobody else changed it.
+def _live_files_if_changed(table: Table, planned_snapshot_id: int | None, own: set[int | None]
+                           ) -> dict[str, DataFile] | None:
+    """The live files of the (just refreshed) current snapshot by path, or None if nobody else changed it.
 
     ``own`` holds the snapshots this run committed: replaces of other partitions' files,
     which cannot remove a file of a partition not yet started.
@@ -391,7 +345,7 @@ def _live_paths_if_changed(table: Table, planned_snapshot_id: int | None, own: s
         snapshot_id = parents[snapshot_id]
     if snapshot_id == planned_snapshot_id:
         return None
-    return {f.data_file.path for f in live_files(table, meta.current_snapshot, None)}
+    return {f.data_file.path: f.data_file for f in live_files(table, meta.current_snapshot, None)}
 
 
 def _totals(meta: TableMetadata) -> tuple[int, int]:
@@ -415,7 +369,8 @@ def _result(table: Table, plan: CompactionPlan, groups: list[GroupResult], start
         files_before=files_before, files_after=files_after, bytes_before=bytes_before, bytes_after=bytes_after,
         files_rewritten=sum(g.input_files for g in committed), files_written=sum(g.output_files for g in committed),
         bytes_rewritten=sum(g.input_bytes for g in committed), bytes_written=sum(g.output_bytes for g in committed),
-        rows_rewritten=sum(g.rows for g in committed), seconds=time.perf_counter() - started,
+        rows_rewritten=sum(g.rows for g in committed), deleted_rows_dropped=sum(g.deleted_rows for g in committed),
+        seconds=time.perf_counter() - started,
         snapshot_ids=tuple(dict.fromkeys(g.snapshot_id for g in committed if g.snapshot_id is not None)),
         groups=ordered, status=status if plan.groups or status != "done" else "nothing-to-do",
         throttled_seconds=throttled, skipped_files=tuple(sorted(plan.skipped_by_reason().items())),

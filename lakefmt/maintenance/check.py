@@ -6,10 +6,13 @@ Levels, each including the previous one:
   (META-3), the location (LAYOUT-3), snapshot lineage and sequence numbers (SNAP-2,
   SNAP-3, META-8), every manifest list and manifest of every retained snapshot: paths
   (LAYOUT-2, MAN-8), counts (ML-3), partition summaries (ML-4), inheritance (MAN-5),
-  duplicate live files (READ-9) and summary totals (SNAP-5);
+  duplicate live files (READ-9) and summary totals (SNAP-5), deletion vectors: each entry's
+  and each snapshot's (:mod:`.check_vectors`, ROWDEL-14);
 * ``files`` — every referenced file exists with the recorded size (LAYOUT-5, WRITE-6,
-  ML-2) and the metadata-log's files exist (MAINT-6);
-* ``full`` (default) — every data file's footer and rows (:mod:`.check_files`).
+  ML-2), every deletion-vector file exists and holds the blobs pointed at (DV-4), and
+  the metadata-log's files exist (MAINT-6);
+* ``full`` (default) — every data file's footer and rows (:mod:`.check_files`) and every
+  deletion-vector blob (:mod:`.check_vectors`).
 
 Each distinct manifest list, manifest and data file is read once, however many
 snapshots share it.
@@ -30,8 +33,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from lakefmt.conversions import from_bytes
+from lakefmt.deletion_vectors import DeletionVector
 from lakefmt.errors import CorruptMetadataError, LakefmtError, MissingFileError
 from lakefmt.io import normalize_location
+from lakefmt.maintenance import check_vectors
 from lakefmt.maintenance.check_files import Violation, check_data_file
 from lakefmt.maintenance.metadata_schema import metadata_schema, validate_metadata
 from lakefmt.maintenance.reachability import READ_THREADS, relativize, table_location
@@ -93,6 +98,9 @@ class _Checker:
         self.lists: dict[str, list[ManifestFile]] = {}
         self.manifests: dict[str, list[ManifestEntry]] = {}  # raw entries, nothing inherited
         self.data_files: dict[str, DataFile] = {}
+        self.vectors: dict[check_vectors.Key, DataFile] = {}  # every (data file, vector) of any snapshot
+        self.grown: list[check_vectors.Growth] = []  # vectors that changed from a parent snapshot (DV-9)
+        self.format_version = 1
         self.sizes: dict[str, int] = {}
         self.unreadable: set[str] = set()  # manifest lists and manifests reported missing or unreadable
 
@@ -104,6 +112,7 @@ class _Checker:
         if meta is None:
             return
         self._check_lineage(meta)
+        self.format_version = meta.format_version
         if self.level != "metadata":
             self.sizes = {rel: info.size for info in self.io.list_files(self.location)
                           if (rel := relativize(self.location, info.path)) is not None}
@@ -112,8 +121,29 @@ class _Checker:
                 if path is None or not self._exists(path):
                     self.bad("MAINT-6", "a metadata file named in the metadata-log is missing",
                              str(entry.value))
-        for snap in meta.snapshots:
-            self._check_snapshot(meta, snap.snapshot_id, snap.manifest_list, snap.summary)
+        # Each snapshot's vectors are kept until its retained children have been compared with them (DV-9).
+        children = Counter(s.parent_snapshot_id for s in meta.snapshots)
+        parents = {s.snapshot_id: s.parent_snapshot_id for s in meta.snapshots}
+        vectors_of: dict[int, dict[str, list[DeletionVector]] | None] = {}
+        for snap in sorted(meta.snapshots, key=lambda s: s.sequence_number):
+            found = self._check_snapshot(meta, snap.snapshot_id, snap.manifest_list, snap.summary)
+            parent = vectors_of.get(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+            if found is not None and parent is not None:
+                live, vectors, where = found
+                bad, grown = check_vectors.lineage_violations(snap.snapshot_id, parent, live, vectors, where)
+                self.violations += bad
+                self.grown += grown
+            vectors_of[snap.snapshot_id] = found[1] if found is not None and children[snap.snapshot_id] else None
+            parent_id = parents[snap.snapshot_id]
+            if parent_id is not None and parent_id in vectors_of:
+                children[parent_id] -= 1
+                if not children[parent_id]:
+                    vectors_of.pop(parent_id)
+        if self.level != "metadata":
+            self.violations += check_vectors.file_violations(
+                self.io, self.location, self.vectors, resolve=lambda p: relativize(self.location, p),
+                exists=self._exists, size=self.sizes.get, decode=self.level == "full", threads=READ_THREADS,
+                grown=self.grown)
         if self.level == "full":
             self._check_data_files(meta)
 
@@ -182,11 +212,12 @@ class _Checker:
             self.bad("META-8", "snapshot-log timestamps decrease", here)
 
     # -- manifest lists and manifests ------------------------------------------------------
-    def _check_snapshot(self, meta: TableMetadata, snapshot_id: int, list_path: str,
-                        summary: dict[str, str]) -> None:
+    def _check_snapshot(self, meta: TableMetadata, snapshot_id: int, list_path: str, summary: dict[str, str]
+                        ) -> tuple[Counter[str], dict[str, list[DeletionVector]], str] | None:
+        """Check one snapshot's tree; its live files, their vectors and its manifest list when all were read."""
         rel = self._relative(list_path, f"manifest list of snapshot {snapshot_id}")
         if rel is None:
-            return
+            return None
         if rel not in self.lists:
             rows = self._read(lambda: read_manifest_list(self.io, f"{self.location}/{rel}"), rel)
             self.lists[rel] = rows or []
@@ -196,6 +227,7 @@ class _Checker:
             if n > 1:
                 self.bad("ML-1", f"manifest {path} is listed {n} times", rel)
         live: Counter[str] = Counter()
+        vectors: dict[str, list[DeletionVector]] = {}
         records = size = 0
         for m in rows:
             entries = self._manifest(meta, m, rel)
@@ -204,17 +236,23 @@ class _Checker:
                 continue
             for e in entries:
                 if e.status != EntryStatus.DELETED:
-                    live[e.data_file.path] += 1
-                    records += e.data_file.record_count
-                    size += e.data_file.file_size_bytes
+                    f = e.data_file
+                    live[f.path] += 1
+                    records += f.live_record_count  # live rows: deleted positions excluded (DV-6)
+                    size += f.file_size_bytes
+                    if f.deletion_vector is not None:
+                        vectors.setdefault(f.path, []).append(f.deletion_vector)
         for path, n in live.items():
             if n > 1:
                 self.bad("READ-9", f"data file {path} is live in {n} entries of snapshot {snapshot_id}", rel)
-        for key, actual in (("total-data-files", sum(live.values())), ("total-records", records),
-                            ("total-files-size", size)):
+        self.violations += check_vectors.snapshot_violations(snapshot_id, live, vectors, summary,
+                                                             complete=complete, where=rel)
+        totals = [("total-data-files", sum(live.values())), ("total-records", records), ("total-files-size", size)]
+        for key, actual in totals:
             if complete and key in summary and summary[key].isdigit() and int(summary[key]) != actual:
                 self.bad("SNAP-5", f"snapshot {snapshot_id} says {key} = {summary[key]}, its manifests hold "
                                    f"{actual}", rel)
+        return (live, vectors, rel) if complete else None
 
     def _manifest(self, meta: TableMetadata, row: ManifestFile, list_rel: str) -> list[ManifestEntry] | None:
         rel = self._relative(row.path, f"manifest listed in {list_rel}")
@@ -244,6 +282,9 @@ class _Checker:
             if e.is_live and rel is not None and rel not in self.data_files:  # outside: reported as MAN-8
                 same = rel == e.data_file.path
                 self.data_files[rel] = e.data_file if same else replace(e.data_file, path=rel)
+            ref = e.data_file.deletion_vector
+            if e.is_live and ref is not None:
+                self.vectors.setdefault((e.data_file.path, ref), e.data_file)
         return entries
 
     def _check_entries(self, rel: str, raw: list[ManifestEntry], spec_id: int) -> None:
@@ -258,6 +299,8 @@ class _Checker:
                                   "number", rel)
             if e.status == EntryStatus.DELETED and e.sequence_number is None:
                 self.bad("MAN-5", f"DELETED entry of {f.path} does not carry the file's sequence number", rel)
+            if e.is_live:
+                self.violations += check_vectors.entry_violations(f, rel, self.format_version)
 
     def _check_counts(self, row: ManifestFile, entries: list[ManifestEntry], list_rel: str) -> None:
         counts = {s: [0, 0] for s in EntryStatus}

@@ -30,7 +30,9 @@ import pyarrow.compute as pc
 from lakefmt import deletion_vectors as dv
 from lakefmt.commit import FileChange
 from lakefmt.deletion_vectors import FOLDER as DELETES_FOLDER
-from lakefmt.errors import CommitConflictError, CorruptMetadataError, MaintenanceError, ValidationError
+from lakefmt.errors import (
+    CommitConflictError, CorruptMetadataError, ErasureRefusedError, ErasureVerificationError, ValidationError,
+)
 from lakefmt.evaluators import MetricsEvaluator, row_mask
 from lakefmt.expressions import ALWAYS_TRUE, Expression, bind, referenced_field_ids, to_expression
 from lakefmt.leases import Leases
@@ -50,14 +52,6 @@ if TYPE_CHECKING:
 DEFAULT_GRACE = timedelta(days=3)  # the default grace period of orphan-file removal (MAINT-9)
 READ_THREADS = 8
 ROW_OPERATION = {"lakefmt.row-operation": "erase"}  # DV-8
-
-
-class ErasureRefusedError(ValidationError):
-    """A retention setting would keep rows the erasure must remove (ROWDEL-16). Nothing was done."""
-
-
-class ErasureVerificationError(MaintenanceError):
-    """After erasure, a live file or a file of a retained snapshot still holds a matching row (ROWDEL-17)."""
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,12 @@ deletes the files that nothing retained can reach any more:
    made one of them current, the commit conflicts and nothing is deleted;
 3. compute reachability from the metadata **as committed** (which includes anything
    committed concurrently) and the files reachable only from the removed snapshots;
-4. delete those data files, manifests and manifest lists, and the metadata files that
-   neither the current metadata nor its metadata-log names (MAINT-6).
+4. delete those data files, deletion-vector files, manifests and manifest lists, and the
+   metadata files that neither the current metadata nor its metadata-log names (MAINT-6).
+
+A deletion-vector file holds the vectors one commit attempt wrote, for many data files
+(LAYOUT-12); it is deleted only when no live entry of a retained snapshot points into
+it (DV-5, ROWDEL-13), so a vector file a retained snapshot still reads is never deleted.
 
 A crash during step 4 leaves unreferenced files, which orphan removal reclaims. Once
 step 2 succeeded, expiry reports success (COMMIT-15), also when a concurrent expiry
@@ -32,6 +36,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
+from lakefmt.deletion_vectors import FOLDER as DELETES_FOLDER
 from lakefmt.errors import LakefmtError, ValidationError
 from lakefmt.hooks import checkpoint
 from lakefmt.maintenance.options import check_age, check_bool, check_count, check_snapshot_ids
@@ -59,6 +64,8 @@ class ExpireResult:
 
     Paths are relative to the table location. ``bytes_freed`` sums the sizes of the
     deleted files (as listed, or as recorded in manifests and manifest lists).
+    ``deletion_vector_files`` are the deletion-vector files only the expired snapshots
+    reached (DV-5), counted at their size in storage.
     ``failed_deletes`` are files whose deletion failed; they are orphans now (MAINT-7).
     ``warnings`` say why files were left for orphan removal although the expiry was
     committed (for example a referenced manifest found missing: a damaged table).
@@ -73,11 +80,12 @@ class ExpireResult:
     dry_run: bool
     failed_deletes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    deletion_vector_files: tuple[str, ...] = ()
 
     @property
     def files_deleted(self) -> int:
-        return (len(self.data_files) + len(self.manifests) + len(self.manifest_lists)
-                + len(self.metadata_files))
+        return (len(self.data_files) + len(self.deletion_vector_files) + len(self.manifests)
+                + len(self.manifest_lists) + len(self.metadata_files))
 
 
 def cutoff_ms(metadata: TableMetadata, older_than: timedelta | datetime | None, now_ms: int) -> int:
@@ -179,8 +187,11 @@ def _clean_up(table: Table, removed: list[Snapshot], retained: Reachability, *, 
     they named and is still in storage is left to orphan removal (MAINT-7).
     """
     only_removed = reachable_only_from(table.io, removed, retained)
-    listing = _metadata_folder(table, retained.location)
+    listing = _folder(table, retained.location, "metadata")
     stale_metadata = sorted(f.path for f in listing if retained.is_superseded_metadata(f.path))
+    vectors = sorted(only_removed.deletion_vectors)
+    if vectors:  # a vector file's size is its size in storage, not the extent its entries reference
+        listing += _folder(table, retained.location, DELETES_FOLDER)
     sizes = {f.path: f.size for f in listing}
 
     def size(path: str, recorded: int | None = None) -> int:
@@ -190,26 +201,27 @@ def _clean_up(table: Table, removed: list[Snapshot], retained: Reachability, *, 
     manifests = sorted(only_removed.manifests)
     lists = sorted(only_removed.manifest_lists)
     freed = (sum(only_removed.data_files.values())
+             + sum(size(v, only_removed.deletion_vectors[v]) for v in vectors)
              + sum(size(m, only_removed.manifests[m]) for m in manifests)
              + sum(size(p) for p in lists) + sum(size(p) for p in stale_metadata))
     failed: tuple[str, ...] = ()
     if not dry_run:  # data files first, manifest lists last: a crash leaves a readable remainder
-        failed = tuple(f for group in (data_files, manifests, lists, stale_metadata)
+        failed = tuple(f for group in (data_files, vectors, manifests, lists, stale_metadata)
                        for f in delete_files(table.io, retained.location, group))
     return ExpireResult(
         expired_snapshot_ids=tuple(s.snapshot_id for s in removed), data_files=tuple(data_files),
         manifests=tuple(manifests), manifest_lists=tuple(lists), metadata_files=tuple(stale_metadata),
-        bytes_freed=freed, dry_run=dry_run, failed_deletes=failed)
+        bytes_freed=freed, dry_run=dry_run, failed_deletes=failed, deletion_vector_files=tuple(vectors))
 
 
-def _metadata_folder(table: Table, location: str) -> list[ListedFile]:
-    """The files of ``<location>/metadata`` with their sizes (a missing folder lists as empty).
+def _folder(table: Table, location: str, folder: str) -> list[ListedFile]:
+    """The files of ``<location>/<folder>`` with their sizes (a missing folder lists as empty).
 
     A file deleted while the folder is listed (by a concurrent expiry) is skipped.
     """
     out = []
     try:
-        for info in table.io.list_files(f"{location}/metadata", strict=True):
+        for info in table.io.list_files(f"{location}/{folder}", strict=True):
             rel = relativize(location, info.path)
             if rel is not None:
                 out.append(ListedFile(rel, info.size, info.mtime))

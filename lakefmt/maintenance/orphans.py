@@ -2,7 +2,10 @@
 
 An **orphan** is a file under the table location that nothing retained references
 (MAINT-1), whose name carries no live write-lease token (CAT-10), and that is older
-than a grace period. Crashed writers and aborted compactions leave them behind.
+than a grace period. Crashed writers and aborted compactions leave them behind. A
+deletion-vector file (``data/deletes/dv-*.bin``, LAYOUT-12) is referenced while a live
+entry of a retained snapshot points into it (ROWDEL-13); its name carries its writer's token,
+so a delete that has not committed yet is protected like any other write.
 
 The order of the steps is what makes this safe next to running writers (MAINT-10):
 
@@ -237,7 +240,8 @@ def delete_files(io: FileIO, location: str, paths: list[str]) -> tuple[str, ...]
 
 
 def _required(reach: Reachability, metadata_location: str) -> Iterator[str]:
-    """Files that must be in a complete listing: the current metadata file and the snapshots' trees.
+    """Files that must be in a complete listing: the current metadata file and the snapshots' trees
+    (deletion-vector files included: an unlisted one means the listing cannot be trusted).
 
     Older metadata files (the metadata-log) are history that readers do not need; one
     missing is reported by ``check`` but does not make the listing suspect.
@@ -246,3 +250,4 @@ def _required(reach: Reachability, metadata_location: str) -> Iterator[str]:
     yield from reach.manifest_lists
     yield from reach.manifests
     yield from reach.data_files
+    yield from reach.deletion_vectors

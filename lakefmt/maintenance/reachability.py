@@ -10,6 +10,11 @@ Memory grows with the number of distinct files, not with snapshots x files: a
 manifest kept by a thousand snapshots is read, and its files counted, once. Only
 the columns needed are read (paths, statuses and sizes).
 
+Deletion-vector files (``data/deletes/dv-*.bin``, LAYOUT-12) are reached through the
+``deletion_vector`` column of the live entries of version 2 manifests (DV-5, ROWDEL-13); a version 1
+manifest has no such column and reaches none. Many entries point into one vector file
+(one per commit attempt); it is counted once.
+
 A concurrent snapshot expiry may delete manifest lists and manifests that metadata
 read a moment ago still names (MAINT-5). :func:`current_reachability` then starts
 over from the newer metadata, and :func:`reachable_only_from` (what expiry may
@@ -27,16 +32,16 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from lakefmt.errors import MissingFileError
+from lakefmt.errors import CorruptMetadataError, MissingFileError
 from lakefmt.io import FileIO, normalize_location
 from lakefmt.manifest import EntryStatus
-from lakefmt.manifest_io import read_columns
 from lakefmt.metadata import Snapshot, TableMetadata
 
 if TYPE_CHECKING:
@@ -49,6 +54,10 @@ _CHUNK = 256  # manifests read per batch: bounds the Arrow tables alive at once
 # empty path. A false alarm (".hidden", a ":" in a name) only costs the exact, slower path.
 _UNUSUAL = ("\n/", ":", "//", "/.", "\n.", "/\n", "\n\n")
 _METADATA_FILE = re.compile(r"^metadata/v(\d+)-[^/]*\.metadata\.json$")  # LAYOUT-9, relative
+# The live entries' paths and sizes, and the location of their deletion vectors (DV-5): a dotted name is
+# a leaf of a struct column, read where the manifest has that column (version 1 manifests have none).
+_ENTRY_COLUMNS = ("file_path", "status", "file_size_bytes",
+                  "deletion_vector.path", "deletion_vector.offset", "deletion_vector.length")
 MAX_RESTARTS = 100  # re-reads of the pointer while concurrent expiries keep deleting under it
 
 
@@ -99,7 +108,10 @@ class Reachability:
     """Files reachable from a set of snapshots and metadata files, relative to ``location`` (MAINT-1).
 
     ``manifests`` maps each manifest to its length (ML-2), ``data_files`` each live data
-    file to its size (MAN-2); ``outside`` holds referenced paths that do not lie under
+    file to its size (MAN-2); ``deletion_vectors`` each deletion-vector file a live entry
+    points into (DV-5) to the end of the furthest blob referenced in it (``offset + length``):
+    the file is at least that long, but its size is its size in storage (callers that list
+    storage use the listed size). ``outside`` holds referenced paths that do not lie under
     the table location (a LAYOUT-2 violation that maintenance never deletes); ``missing``
     manifest lists and manifests that were already gone from storage when read (only a
     walk that tolerates them, :func:`reachable_only_from`, records any); and
@@ -114,16 +126,17 @@ class Reachability:
     outside: frozenset[str] = frozenset()
     missing: frozenset[str] = frozenset()
     current_version: int | None = None
+    deletion_vectors: Mapping[str, int] = field(default_factory=dict)
 
     def __contains__(self, path: object) -> bool:
         return isinstance(path, str) and (
-            path in self.data_files or path in self.manifests or path in self.manifest_lists
-            or path in self.metadata_files)
+            path in self.data_files or path in self.deletion_vectors or path in self.manifests
+            or path in self.manifest_lists or path in self.metadata_files)
 
     @property
     def file_count(self) -> int:
         return (len(self.metadata_files) + len(self.manifest_lists) + len(self.manifests)
-                + len(self.data_files))
+                + len(self.data_files) + len(self.deletion_vectors))
 
     @property
     def data_bytes(self) -> int:
@@ -182,7 +195,8 @@ def current_reachability(table: Table) -> Reachability:
 def reachable_files(io: FileIO, location: str, snapshots: Sequence[Snapshot], *,
                     metadata_files: Iterable[str] = (), threads: int = READ_THREADS,
                     skip_missing: bool = False) -> Reachability:
-    """Files reachable from ``snapshots``: manifest lists, their manifests and live data files (MAINT-1)."""
+    """Files reachable from ``snapshots``: manifest lists, their manifests, live data files and their
+    deletion-vector files (MAINT-1, DV-5)."""
     missing: set[str] | None = set() if skip_missing else None
     walker = _Walker(io, normalize_location(location), threads, missing=missing)
     outside: set[str] = set()
@@ -195,9 +209,9 @@ def reachable_files(io: FileIO, location: str, snapshots: Sequence[Snapshot], *,
             metas.add(rel)
     lists = walker.manifest_lists(snapshots, outside)
     manifests = walker.manifests_of(lists, outside)
-    data_files = walker.data_files_of(manifests, outside)
+    data_files, vectors = walker.data_files_of(manifests, outside)
     return Reachability(walker.location, frozenset(metas), frozenset(lists), manifests, data_files,
-                        frozenset(outside), frozenset(missing or ()))
+                        frozenset(outside), frozenset(missing or ()), deletion_vectors=vectors)
 
 
 def reachable_only_from(io: FileIO, removed: Sequence[Snapshot], retained: Reachability, *,
@@ -217,11 +231,13 @@ def reachable_only_from(io: FileIO, removed: Sequence[Snapshot], retained: Reach
     outside: set[str] = set()
     lists = walker.manifest_lists(removed, outside) - retained.manifest_lists
     manifests = {p: n for p, n in walker.manifests_of(lists, outside).items() if p not in retained.manifests}
-    data_files = {p: n for p, n in walker.data_files_of(manifests, outside).items()
-                  if p not in retained.data_files}
+    files, vectors = walker.data_files_of(manifests, outside)
+    data_files = {p: n for p, n in files.items() if p not in retained.data_files}
+    # A vector file holds the blobs of one commit attempt: it goes only when no retained entry points into it.
+    vectors = {p: n for p, n in vectors.items() if p not in retained.deletion_vectors}
     return Reachability(retained.location, frozenset(), frozenset(lists - missing),
                         {p: n for p, n in manifests.items() if p not in missing}, data_files,
-                        frozenset(outside), frozenset(missing))
+                        frozenset(outside), frozenset(missing), deletion_vectors=vectors)
 
 
 class _Walker:
@@ -256,16 +272,40 @@ class _Walker:
             self._collect(table.column(0), table.column(1), manifests, outside)
         return manifests
 
-    def data_files_of(self, manifests: Iterable[str], outside: set[str]) -> dict[str, int]:
-        """The data files of the live (ADDED, EXISTING) entries of the manifests (ML-5)."""
+    def data_files_of(self, manifests: Iterable[str], outside: set[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """The data files of the live (ADDED, EXISTING) entries of the manifests (ML-5), and the
+        deletion-vector files those entries point into, each with its referenced extent (DV-5)."""
         data_files: dict[str, int] = {}
-        columns = ("file_path", "status", "file_size_bytes")
+        vectors: dict[str, int] = {}
         deleted = int(EntryStatus.DELETED)
-        for table in self._read_all(sorted(manifests), columns, "manifest"):
+        for table in self._read_all(sorted(manifests), _ENTRY_COLUMNS, "manifest"):
             if deleted in table.column("status").to_pylist():
                 table = table.filter(pc.not_equal(table.column("status"), deleted))
             self._collect(table.column("file_path"), table.column("file_size_bytes"), data_files, outside)
-        return data_files
+            if "deletion_vector" in table.column_names:
+                self._collect_vectors(table.column("deletion_vector"), vectors, outside)
+        return data_files, vectors
+
+    def _collect_vectors(self, column: pa.ChunkedArray, into: dict[str, int], outside: set[str]) -> None:
+        """Add ``vector file -> furthest referenced byte`` for the non-null vectors of ``column``.
+
+        Many entries share one vector file: paths are normalized once per distinct file (MAINT-2).
+        """
+        if column.null_count == len(column):
+            return
+        column = column.combine_chunks()
+        ends = pc.add(pc.struct_field(column, "offset"), pc.struct_field(column, "length")).to_pylist()
+        furthest: dict[str, int] = {}
+        for path, end, valid in zip(pc.struct_field(column, "path").to_pylist(), ends,
+                                    column.is_valid().to_pylist()):
+            if valid and path is not None:
+                furthest[path] = max(furthest.get(path, 0), end or 0)
+        for path, end in furthest.items():
+            rel = relativize(self.location, path)
+            if rel is None:
+                outside.add(path)
+            else:
+                into[rel] = max(into.get(rel, 0), end)
 
     def _collect(self, paths: pa.ChunkedArray, sizes: pa.ChunkedArray, into: dict[str, int],
                  outside: set[str]) -> None:
@@ -300,3 +340,27 @@ class _Walker:
         with ThreadPoolExecutor(max_workers=min(self.threads, len(paths))) as pool:
             for start in range(0, len(paths), _CHUNK):
                 yield from (t for t in pool.map(read, paths[start:start + _CHUNK]) if t is not None)
+
+
+def read_columns(io: FileIO, location: str, columns: Sequence[str], *, what: str) -> pa.Table:
+    """Only ``columns`` of a manifest or manifest list (MAN-2, ML-2), read in one request.
+
+    A plain name is required (:class:`CorruptMetadataError` when missing); a dotted name
+    ``struct.leaf`` is optional: it is read when the file has the struct column. A version 1
+    manifest has no ``deletion_vector`` column (DV-5).
+    """
+    try:
+        data = io.read_bytes(location)
+    except FileNotFoundError as exc:
+        raise MissingFileError(f"{what} {location} is missing") from exc
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
+        present = set(parquet.schema_arrow.names)
+        wanted = [c for c in columns if "." not in c or c.split(".", 1)[0] in present]
+        table = parquet.read(columns=wanted, use_threads=False)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptMetadataError(f"{what} {location} is not a readable Parquet file: {exc}") from exc
+    missing = [c for c in columns if "." not in c and c not in table.column_names]
+    if missing:
+        raise CorruptMetadataError(f"{what} {location} has no column(s) {missing}")
+    return table

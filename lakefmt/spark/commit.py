@@ -29,8 +29,8 @@ from lakefmt.errors import AlreadyCommittedError
 from lakefmt.expressions import ALWAYS_TRUE, bind
 from lakefmt.idempotency import BATCH_ID, WRITER_ID, WriterBatch
 from lakefmt.leases import Leases
-from lakefmt.spark.job_leases import end_job_leases
 from lakefmt.manifest import DataFile
+from lakefmt.spark.job_leases import end_job_leases
 
 if TYPE_CHECKING:
     from lakefmt.metadata import Snapshot, TableMetadata

@@ -10,7 +10,10 @@ task returns (partial progress, COMPACT-19).
 
 The task receives the picklable :class:`~lakefmt.compaction.RewriteTask` and the
 warehouse's location and storage options, nothing else; it writes and verifies the
-outputs (COMPACT-17) and never commits.
+outputs (COMPACT-17) and never commits. The task's files are the inputs' manifest
+entries with their deletion vectors, so the executor drops deleted rows exactly as local
+compaction does (COMPACT-32), and the driver's commit removes the inputs with the very
+vectors the task read (COMPACT-34).
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ only (READ-5) and packs the planned files into input partitions of about
 ``split-size`` bytes, so a table of many small files never costs one Python task per
 file; ``read`` runs on executors and yields Arrow batches cast to exactly the schema
 Spark asked for.
+
+Each input partition carries the planned files' manifest entries
+(:class:`~lakefmt.manifest.DataFile`, with the deletion vector each had in the pinned
+snapshot), and the executor reads every file through the core reader with its entry:
+rows a vector deletes are never returned, also when reading an older snapshot, which
+sees the vectors of that snapshot (READ-14).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from lakefmt.expressions import ALWAYS_TRUE, Expression, and_, bind, to_expression
+from lakefmt.manifest import DataFile
 from lakefmt.metadata import read_metadata
 from lakefmt.scan import DataScan, read_data_file
 from lakefmt.schema import Schema
@@ -36,6 +43,7 @@ BATCH_ROWS = 131_072
 READ_AHEAD = 2
 T = TypeVar("T")
 R = TypeVar("R")
+F = TypeVar("F", bound=tuple[Any, ...])
 
 
 @dataclass(frozen=True)
@@ -50,19 +58,23 @@ class ScanSpec:
     split_size: int = DEFAULT_SPLIT_SIZE
     open_cost: int = DEFAULT_OPEN_COST
     min_partitions: int = 1
+    table_location: str | None = None  # resolves deletion-vector paths (None: derived from each file's location)
 
     def schema(self) -> Schema:
         return Schema.from_json(json.loads(self.schema_json))
 
 
-class FilesPartition(InputPartition):
-    """One Spark input partition: absolute data file locations and their sizes."""
+PlannedFile = tuple[str, int, DataFile]  # absolute location, size in bytes, manifest entry
 
-    def __init__(self, files: Sequence[tuple[str, int]]) -> None:
+
+class FilesPartition(InputPartition):
+    """One Spark input partition: planned files (absolute location, size, manifest entry with its vector)."""
+
+    def __init__(self, files: Sequence[PlannedFile]) -> None:
         super().__init__(tuple(files))
 
     @property
-    def files(self) -> tuple[tuple[str, int], ...]:
+    def files(self) -> tuple[PlannedFile, ...]:
         return self.value  # type: ignore[no-any-return]
 
 
@@ -83,16 +95,19 @@ class LakefmtReader(DataSourceReader):
     def row_filter(self) -> Expression:
         return and_(to_expression(self.scan.filter), *self.pushed)
 
-    def plan_files(self) -> list[tuple[str, int]]:
-        """The planned data files of the pinned snapshot, after pruning (READ-5)."""
+    def planned(self) -> list[PlannedFile]:
+        """The planned data files of the pinned snapshot after pruning (READ-5), with their entries."""
         io = self.scan.ref.io()
         metadata = read_metadata(io, self.scan.metadata_location)
         scan = DataScan.create(io, metadata, filter=self.row_filter(), snapshot_id=self.scan.snapshot_id)
-        return [(t.location, t.data_file.file_size_bytes) for t in scan.plan().tasks]
+        return [(t.location, t.data_file.file_size_bytes, t.data_file) for t in scan.plan().tasks]
+
+    def plan_files(self) -> list[tuple[str, int]]:
+        """The planned data files of the pinned snapshot, after pruning (READ-5): location and size."""
+        return [(location, size) for location, size, _ in self.planned()]
 
     def partitions(self) -> list[InputPartition]:
-        files = self.plan_files()
-        bins = partition_files(files, self.scan.split_size, self.scan.open_cost, self.scan.min_partitions)
+        bins = partition_files(self.planned(), self.scan.split_size, self.scan.open_cost, self.scan.min_partitions)
         return [FilesPartition(b) for b in bins]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -105,17 +120,21 @@ class LakefmtReader(DataSourceReader):
         row_filter = bind(self.row_filter(), table_schema)
         target = spark_arrow_schema(self.schema)
 
-        def read_one(file: tuple[str, int]) -> pa.Table:
-            return read_data_file(io, file[0], table_schema, projected, row_filter)
+        def read_one(file: PlannedFile) -> pa.Table:
+            location, _, data_file = file  # the entry: its vector's rows are dropped (READ-14)
+            return read_data_file(io, location, table_schema, projected, row_filter,
+                                  expected_rows=data_file.record_count, data_file=data_file,
+                                  table_location=self.scan.table_location)
 
         for table in read_ahead(read_one, partition.files, READ_AHEAD):
             if table.num_rows:
                 yield from to_spark_arrow(table, target).to_batches(max_chunksize=BATCH_ROWS)
 
 
-def partition_files(files: Sequence[tuple[str, int]], largest: int, open_cost: int, min_partitions: int
-                    ) -> list[list[tuple[str, int]]]:
+def partition_files(files: Sequence[F], largest: int, open_cost: int, min_partitions: int) -> list[list[F]]:
     """Files in balanced input partitions of at most about ``largest`` bytes each (SPARK-4).
+
+    A file is a tuple whose first two items are its location and size in bytes.
 
     Every file weighs its size plus ``open_cost``, so many small files share a partition.
     The number of partitions is a multiple of ``min_partitions`` (the cores): as many
@@ -132,10 +151,10 @@ def partition_files(files: Sequence[tuple[str, int]], largest: int, open_cost: i
     if not files:
         return []
     cores = max(1, min_partitions)
-    total = sum(size + open_cost for _, size in files)
+    total = sum(f[1] + open_cost for f in files)
     rounds = max(1, -(-total // (cores * max(1, largest))))
     count = min(len(files), cores * rounds)
-    bins: list[list[tuple[str, int]]] = [[] for _ in range(count)]
+    bins: list[list[F]] = [[] for _ in range(count)]
     weights = [(0, i) for i in range(count)]  # a heap of (weight, bin)
     for file in sorted(files, key=lambda f: f[1], reverse=True):
         weight, i = heapq.heappop(weights)

@@ -74,7 +74,8 @@ class LakefmtDataSource(DataSource):
                 schema_json=json.dumps(scan.schema.to_json()), filter=row_filter,
                 split_size=max(1, int_option(self.options, "split-size", DEFAULT_SPLIT_SIZE)),
                 open_cost=int_option(self.options, "open-cost", DEFAULT_OPEN_COST),
-                min_partitions=int_option(self.options, "min-partitions", os.cpu_count() or 1))
+                min_partitions=int_option(self.options, "min-partitions", os.cpu_count() or 1),
+                table_location=table.location)
         return self._scan
 
     # -- writing ---------------------------------------------------------------------

@@ -151,11 +151,11 @@ def test_the_packaged_schema_is_the_spec_schema():
 def test_schema_violations_are_reported_with_the_validators_message(table):
     doc = json.loads(table.io.read_bytes(table.metadata_location))
     assert validate_metadata(doc) == []
-    rewrite_metadata(table, lambda d: d.update({"format-version": 2}))
+    rewrite_metadata(table, lambda d: d.update({"format-version": 3}))
     violations = [v for v in table.maintenance.check(level="metadata").violations if v.requirement == "META-2"]
-    assert len(violations) == 1 and "format-version must be same as const definition: 1" in violations[0].message
+    assert len(violations) == 1 and "format-version must be one of [1, 2]" in violations[0].message
     assert violations[0].path == table.metadata_location
-    rewrite_metadata(table, lambda d: d.update({"format-version": 1}) or d["snapshots"][0].update(
+    rewrite_metadata(table, lambda d: d.update({"format-version": 2}) or d["snapshots"][0].update(
         {"manifest-list": "/abs/path"}))
     (violation,) = [v for v in table.maintenance.check(level="metadata").violations if v.requirement == "META-2"]
     assert "manifest-list must match pattern" in violation.message
