@@ -220,6 +220,14 @@ def live_mask(io: FileIO, table_location: str, data_file: DataFile) -> pa.Boolea
     return None if deleted is None else pc.invert(deleted)
 
 
+def clear_cache() -> None:
+    """Forget the vectors read or written by this process (for benchmarks, or after files were replaced by hand)."""
+    global _cache_size
+    with _cache_lock:
+        _cache.clear()
+        _cache_size = 0
+
+
 def _remember(key: tuple[str, int], mask: pa.BooleanArray) -> None:
     global _cache_size
     size = mask.nbytes

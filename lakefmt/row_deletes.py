@@ -29,11 +29,11 @@ import pyarrow.compute as pc
 
 from lakefmt import deletion_vectors as dv
 from lakefmt.commit import RowDeletes
-from lakefmt.evaluators import MetricsEvaluator, StrictMetricsEvaluator, row_mask
-from lakefmt.expressions import ALWAYS_TRUE, BoundExpression, bind, referenced_field_ids
+from lakefmt.evaluators import MetricsEvaluator, StrictMetricsEvaluator
+from lakefmt.expressions import ALWAYS_TRUE, BoundExpression, bind
 from lakefmt.manifest import DataFile
 from lakefmt.properties import delete_mode
-from lakefmt.scan import DataScan, read_data_file
+from lakefmt.scan import DataScan, FileReader, read_data_file
 from lakefmt.threads import thread_map
 
 if TYPE_CHECKING:
@@ -73,13 +73,14 @@ def plan_deletes(table: Table, bound: BoundExpression, *, mode: str | None = Non
             plan.rows_deleted += f.live_record_count
         else:
             to_read.append(f)
-    expr = MetricsEvaluator(bound, schema).expr
-    names = {fl.id: fl.name for fl in schema.fields}
-    columns = None if mode == "copy-on-write" else sorted(referenced_field_ids(bound))
+    reader = FileReader(table.io, schema, schema, bound, MetricsEvaluator(bound, schema),
+                        table_location=table.location)
 
     def matches(f: DataFile) -> tuple[DataFile, pa.Table | None, pa.BooleanArray]:
-        rows = read_all_rows(table, f, columns)
-        return f, rows, _plain(row_mask(expr, rows, names.get))
+        location = f"{table.location}/{f.path}"
+        matched = reader.matching_rows(location, expected_rows=f.record_count, data_file=f)
+        rows = read_all_rows(table, f) if mode == "copy-on-write" and pc.any(matched).as_py() else None
+        return f, rows, _plain(matched)
 
     for f, rows, matched in thread_map(matches, to_read, READ_THREADS):
         add_file_deletes(table, plan, f, matched, rows)

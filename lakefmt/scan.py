@@ -303,6 +303,41 @@ class FileReader:
             f.name for f in (table_schema.field_by_id(fid) for fid in referenced_field_ids(row_filter))
             if f is not None and f.type == STRING)
 
+    def matching_rows(self, location: str, *, expected_rows: int | None = None, data_file: DataFile | None = None
+                      ) -> pa.BooleanArray:
+        """True for each row of the file where the filter is TRUE, rows its deletion vector deletes included.
+
+        What a delete needs to find positions (ROWDEL-2): only the filter's columns are read
+        (strings as dictionaries), only from the row groups that might match (READ-11), and
+        the leaves ``data_file``'s statistics decide are not evaluated (READ-13).
+        """
+        try:
+            with self.io.open_input(location) as source:
+                parquet = self._open(source)
+                file_names = data_file_field_ids(parquet, location, expected_rows)
+                rows = parquet.metadata.num_rows
+                if self.metrics is None:
+                    return _constant_mask(rows, True)
+                remaining = self.metrics.expr if data_file is None else residual(self.metrics.expr, data_file)
+                if isinstance(remaining, (AlwaysTrue, AlwaysFalse)):
+                    return _constant_mask(rows, isinstance(remaining, AlwaysTrue))
+                groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
+                if groups is not None and not groups:
+                    return _constant_mask(rows, False)
+                columns = self._filter_columns(remaining)
+                keys = _read_fields(parquet, groups, columns.filter_fields, file_names, location,
+                                    keep_dictionary=True, use_threads=False)
+                mask = row_mask(remaining, keys, self._names.get)
+                if groups is None:
+                    return mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
+                return _scatter_groups(parquet, groups, mask)
+        except FileNotFoundError as exc:
+            raise CorruptDataFileError(f"data file {location} is referenced by the table but missing "
+                                       "(READ-10); restore it from a copy") from exc
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise CorruptDataFileError(f"data file {location} is not a readable Parquet file (READ-10): {exc}; "
+                                       "restore the file the table wrote") from exc
+
     def read(self, location: str, *, expected_rows: int | None = None, data_file: DataFile | None = None
              ) -> pa.Table:
         """The rows of one data file that match the filter, with the projected columns (see read_data_file)."""
@@ -431,6 +466,27 @@ def _rows_of_groups(parquet: pq.ParquetFile, groups: list[int] | None, mask: pa.
         starts.append(start)
         start += footer.row_group(g).num_rows
     return pa.chunked_array([mask.slice(starts[g], footer.row_group(g).num_rows) for g in groups], pa.bool_())
+
+
+def _constant_mask(rows: int, value: bool) -> pa.BooleanArray:
+    return pa.BooleanArray.from_buffers(pa.bool_(), rows, [None, pa.py_buffer(
+        (b"\xff" if value else b"\x00") * ((rows + 7) // 8))])
+
+
+def _scatter_groups(parquet: pq.ParquetFile, groups: list[int], mask: pa.ChunkedArray | pa.Array) -> pa.BooleanArray:
+    """A per-file mask from the mask of ``groups`` (in read order): rows of other groups are False."""
+    footer = parquet.metadata
+    wanted = dict.fromkeys(groups)
+    pieces, start = [], 0
+    for g in range(footer.num_row_groups):
+        rows = footer.row_group(g).num_rows
+        if g in wanted:
+            pieces.append(mask.slice(start, rows))
+            start += rows
+        else:
+            pieces.append(_constant_mask(rows, False))
+    chunks = [c for p in pieces for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])]
+    return pa.chunked_array(chunks, pa.bool_()).combine_chunks()
 
 
 def _keep(table: pa.Table, live: pa.Array | pa.ChunkedArray | None) -> pa.Table:

@@ -74,3 +74,18 @@ def test_bench_compaction_smoke(tmp_path: Path) -> None:
     tiny = result["shapes"]["artemis/tiny"]
     assert set(tiny["median"]) == {"lakefmt-binpack", "delta-compact"}
     assert tiny["runs"]["lakefmt-binpack"][0]["output_files"] == 3
+
+
+@pytest.mark.slow
+def test_bench_deletes_smoke(tmp_path: Path) -> None:
+    result = run_script("bench_deletes.py", tmp_path, "--quick", "--dataset", "telemetry", "--delete-windows", "4",
+                        "--scan-windows", "4", "--upsert-rows", "20000", "--upsert-source", "1000", "--samples", "1",
+                        "--scan-samples", "1")
+    r = result["results"]
+    delete = r["delete"][0]["sides"]
+    assert set(delete) == {"merge-on-read", "copy-on-write", "delta-rs"}
+    assert len({s["samples"][0]["rows"] for s in delete.values()}) == 1
+    assert 0 < delete["merge-on-read"]["bytes_written"] < delete["copy-on-write"]["bytes_written"]
+    assert r["delete"][0]["after_mor"]["files_with_vectors"] >= 1
+    assert set(r["scan"][0]["cases"]) == {"full scan", "selective query"}
+    assert r["upsert"][0]["rows_after"] == 20_000 + 500 and r["upsert"][0]["ratio"] > 0
