@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakefmt import deletion_vectors as dv
-from lakefmt.errors import CommitConflictError, CommitError, CommitStateUnknownError
+from lakefmt.errors import CommitConflictError, CommitError, CommitStateUnknownError, MissingFileError
 from lakefmt.evaluators import MetricsEvaluator, PartitionEvaluator
 from lakefmt.expressions import BoundExpression
 from lakefmt.hooks import checkpoint
@@ -86,7 +86,8 @@ class FileChange:
     summary: dict[str, str] = field(default_factory=dict)
     requirements: list[Requirement] = field(default_factory=list)
     writer_batch: WriterBatch | None = None  # an idempotent commit (PROGRESS-2)
-    forget_removed_values: bool = False  # DELETED entries without bounds: erasure leaves no copy (ROWDEL-17)
+    forget_removed_values: bool = False  # erasure: DELETED entries without bounds, and no earlier
+    # commit's DELETED entry carried over, so no manifest keeps a copy of erased values (ROWDEL-17)
 
 
 class SnapshotProducer:
@@ -232,7 +233,9 @@ class SnapshotProducer:
         to_remove = {f.path: f for f in self.change.removed}
         to_update = {d.data_file.path: d for d in self.change.deletes}
         touched = [*self.change.removed, *(d.data_file for d in self.change.deletes)]
-        candidates = [m for m in manifests if _may_hold(m, touched, base)]
+        # An erasure also drops the DELETED entries earlier commits left, with their bounds (ROWDEL-17).
+        forget = self.change.forget_removed_values
+        candidates = [m for m in manifests if _may_hold(m, touched, base) or (forget and m.deleted_files_count)]
         entries_by_manifest = dict(zip(
             [m.path for m in candidates],
             _read_many(self.io, self.location, candidates, base)))
@@ -243,8 +246,8 @@ class SnapshotProducer:
         pending: list[tuple[ManifestFile, list[ManifestEntry]]] = []
         for m in manifests:
             entries = entries_by_manifest.get(m.path)
-            if entries is None or not any(e.is_live and (e.data_file.path in to_remove or e.data_file.path in to_update)
-                                          for e in entries):
+            if entries is None or not (forget and m.deleted_files_count) and not any(
+                    e.is_live and (e.data_file.path in to_remove or e.data_file.path in to_update) for e in entries):
                 out.append(m)
                 continue
             new_entries = []
@@ -256,7 +259,7 @@ class SnapshotProducer:
                     found.add(path)
                     self._check_unchanged(to_remove[path], e.data_file)
                     gone = e.data_file
-                    if self.change.forget_removed_values:
+                    if forget:
                         gone = replace(gone, lower_bounds={}, upper_bounds={})
                     new_entries.append(replace(e, status=EntryStatus.DELETED, snapshot_id=self.snapshot_id,
                                                data_file=gone))
@@ -314,7 +317,7 @@ class SnapshotProducer:
         return replace(entry, status=EntryStatus.EXISTING, data_file=replace(live, deletion_vector=ref))
 
     def _validate_concurrent_additions(self, base: TableMetadata) -> None:
-        """Overwrite/delete: no file added since planning may match the filter (COMMIT-10)."""
+        """Overwrite/delete: no file a concurrent non-replace snapshot added may match the filter (COMMIT-10)."""
         planned = self.change.planned_snapshot_id
         if self.change.conflict_filter is None or base.current_snapshot_id == planned:
             return
@@ -330,6 +333,10 @@ class SnapshotProducer:
         schema = base.schema
         metrics = MetricsEvaluator(self.change.conflict_filter, schema)
         for snap in newer:
+            if snap.operation == "replace":
+                # Compaction adds no row (COMMIT-17): the files it removed are checked by COMMIT-9 and
+                # ROWDEL-4, and a row-level operation that lost one replans (ROWDEL-5) instead of failing.
+                continue
             manifests = [m for m in read_list(self.io, self._abs(snap.manifest_list))
                          if m.added_snapshot_id == snap.snapshot_id and m.added_files_count > 0]
             for m, entries in zip(manifests, _read_many(self.io, self.location, manifests, base)):
@@ -485,8 +492,10 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
     attempt: _Attempt | None
     try:
         attempt = prepare(cached_meta, cached_location)
-    except CommitConflictError:
-        attempt = None  # maybe stale: decide against the current base under the lock
+    except (CommitConflictError, MissingFileError):
+        # Maybe stale: decide against the current base under the lock. A concurrent snapshot expiry
+        # may have deleted the cached snapshot's manifests (MAINT-5); an append still commits (ROWDEL-10).
+        attempt = None
     for _attempt in range(retries + 1):
         with catalog.session() as session:
             current = session.current_location(namespace, name)

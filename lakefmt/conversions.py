@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 import struct
 from typing import Any
 
@@ -219,3 +220,83 @@ def truncate_upper(ltype: LakeType, value: Any) -> Any | None:
             data.pop()
         return None
     return value
+
+
+# -- zero bounds (TYPE-11) ----------------------------------------------------------------------
+
+def lower_bound_value(ltype: LakeType, value: Any) -> Any:
+    """The value written as a lower bound: a float/double zero is −0.0 (TYPE-11), else ``value``."""
+    if ltype.name in ("float", "double") and value == 0:
+        return -0.0
+    return value
+
+
+def upper_bound_value(ltype: LakeType, value: Any) -> Any:
+    """The value written as an upper bound: a float/double zero is +0.0 (TYPE-11), else ``value``."""
+    if ltype.name in ("float", "double") and value == 0:
+        return 0.0
+    return value
+
+
+# -- shortest decimal text of floats (PART-7) ---------------------------------------------------
+
+def float_text(value: float, single: bool) -> str:
+    """The decimal text of a ``float`` (``single``) or ``double`` value in partition paths (PART-7).
+
+    The fewest significant digits that read back (round to nearest, ties to even) as the same
+    binary32 / binary64 value; of two such, the nearer, then the one with an even last digit.
+    With E the decimal exponent of the first digit: positional when −4 ≤ E < 16, with at least
+    one fraction digit (``100.0``, ``0.0001``); otherwise ``d[.ddd]e±XX`` with at least two
+    exponent digits (``1e-05``, ``1.5e+16``). ``nan``, ``inf``, ``-inf``, ``0.0`` and ``-0.0``
+    stand for themselves. For ``double`` this is the text of Python's ``repr``.
+    """
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    if value == 0:
+        return sign + "0.0"
+    digits, exponent = _shortest_digits(abs(value), single)
+    if -4 <= exponent < 16:
+        if exponent < 0:
+            text = "0." + "0" * (-exponent - 1) + digits
+        else:
+            whole = digits[:exponent + 1].ljust(exponent + 1, "0")
+            text = whole + "." + (digits[exponent + 1:] or "0")
+    else:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        text = f"{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    return sign + text
+
+
+def _rounding_interval(value: float, single: bool) -> tuple[decimal.Decimal, decimal.Decimal, bool]:
+    """The decimals halfway to the next smaller and larger value of the format around ``value`` > 0,
+    and whether ``value``'s significand is even (a decimal exactly halfway then reads as ``value``)."""
+    fmt, ufmt = ("<f", "<I") if single else ("<d", "<Q")
+    bits = struct.unpack(ufmt, struct.pack(fmt, value))[0]
+    exact = decimal.Decimal(value)
+    below = decimal.Decimal(struct.unpack(fmt, struct.pack(ufmt, bits - 1))[0])
+    above_value = struct.unpack(fmt, struct.pack(ufmt, bits + 1))[0]
+    # The largest finite value: the gap above it (to where rounding overflows) is the gap below.
+    above = exact + (exact - below) if above_value == float("inf") else decimal.Decimal(above_value)
+    with decimal.localcontext(_DECIMAL_CONTEXT):
+        return (exact + below) / 2, (exact + above) / 2, bits % 2 == 0
+
+
+def _shortest_digits(value: float, single: bool) -> tuple[str, int]:
+    """(significant digits without trailing zeros, decimal exponent of the first) of ``value`` > 0."""
+    exact = decimal.Decimal(value)
+    low, high, even = _rounding_interval(value, single)
+    for precision in range(1, 18):
+        found = []
+        for rounding in (decimal.ROUND_FLOOR, decimal.ROUND_CEILING):
+            candidate = decimal.Context(prec=precision, rounding=rounding).plus(exact)
+            if low < candidate < high or (even and candidate in (low, high)):
+                found.append(candidate)
+        if found:
+            best = min(found, key=lambda c: (abs(c - exact), c.as_tuple().digits[-1] % 2))
+            _, digits, exponent = best.normalize(_DECIMAL_CONTEXT).as_tuple()
+            text = "".join(map(str, digits))
+            return text, int(exponent) + len(text) - 1
+    raise AssertionError(f"no shortest decimal for {value!r}")  # 17 digits always suffice

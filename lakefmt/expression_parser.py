@@ -8,16 +8,20 @@ Grammar (keywords case-insensitive; AND binds tighter than OR; NOT tighter than 
     predicate := operand cmp operand                    -- a column on exactly one side
                | column [NOT] IN '(' literal (',' literal)* ')'
                | column IS [NOT] NULL
-               | column [NOT] BETWEEN literal AND literal
-               | column [NOT] LIKE 'prefix%'            -- only prefix patterns
-               | starts_with '(' column ',' string ')' | isnan '(' column ')'
+               | column [NOT] BETWEEN literal AND literal   -- inclusive: c >= lo AND c <= hi
+               | column [NOT] LIKE 'prefix%'            -- only prefix patterns; \\ escapes % _ \\
+               | (starts_with | not_starts_with) '(' column ',' string ')'
+               | (is_nan | isnan | not_nan) '(' column ')'
     cmp       := '=' | '==' | '!=' | '<>' | '<' | '<=' | '>' | '>='
     column    := bare_identifier | "double-quoted identifier"   ("" escapes ")
     literal   := [-|+] number | 'string' ('' escapes ') | TRUE | FALSE
                | DATE 'YYYY-MM-DD' | TIME 'HH:MM:SS' | TIMESTAMP '...' | TIMESTAMPTZ '...'
 
 Integers parse as ``int``, ``123.45`` as ``Decimal``, ``1e3`` as ``float``. ``TIMESTAMP`` literals
-without an offset are naive; ``TIMESTAMPTZ`` literals without an offset are UTC. Syntax errors raise
+without an offset are naive; ``TIMESTAMPTZ`` literals without an offset are UTC. ``NOT BETWEEN`` is
+``NOT (c BETWEEN lo AND hi)``, so NaN satisfies it (EXPR-5). In a LIKE pattern a backslash makes the
+next ``%``, ``_`` or backslash literal; before any other character, or at the end, it is an error.
+``is_nan`` is the spelling EXPR-1 uses; ``isnan`` is accepted too. Syntax errors raise
 FilterError whose message ends with ``at position N`` (0-based character offset, also available as
 the ``position`` attribute of the error).
 
@@ -51,6 +55,7 @@ from lakefmt.expressions import (
     and_,
     not_,
     or_,
+    parse_iso_temporal,
 )
 
 _TOKEN = re.compile(r"""
@@ -218,17 +223,18 @@ class _Parser:
         if self.tok.is_kw("TRUE", "FALSE") and not self.peek().is_op(*_CMP):
             return ALWAYS_TRUE if self.next().text.upper() == "TRUE" else ALWAYS_FALSE
         if self.tok.kind == "id" and self.peek().is_op("("):
-            if self.tok.text.lower() == "starts_with":
-                return self.parse_starts_with_call()
-            if self.tok.text.lower() == "isnan":
+            function = self.tok.text.lower()
+            if function in ("starts_with", "not_starts_with"):
+                return self.parse_starts_with_call(function)
+            if function in _NAN_CALLS:
                 self.next()
                 self.expect_op("(")
                 column = self.parse_column()
                 self.expect_op(")")
-                return Predicate("is_nan", column)
+                return Predicate(_NAN_CALLS[function], column)
         return self.parse_predicate()
 
-    def parse_starts_with_call(self) -> Expression:
+    def parse_starts_with_call(self, op: str) -> Expression:
         self.next()
         self.expect_op("(")
         column = self.parse_column()
@@ -237,7 +243,7 @@ class _Parser:
             raise self.fail("expected a string prefix")
         prefix = _unquote(self.next().text, "'")
         self.expect_op(")")
-        return Predicate("starts_with", column, (prefix,))
+        return Predicate(op, column, (prefix,))
 
     def parse_column(self) -> str:
         operand = self.parse_operand()
@@ -284,9 +290,8 @@ class _Parser:
                 raise self.fail("expected AND in BETWEEN")
             self.next()
             high = self.parse_literal()
-            if negated:
-                return or_(Predicate("lt", column, (low,)), Predicate("gt", column, (high,)))
-            return and_(Predicate("ge", column, (low,)), Predicate("le", column, (high,)))
+            between = and_(Predicate("ge", column, (low,)), Predicate("le", column, (high,)))
+            return not_(between) if negated else between  # NOT of the whole: NaN satisfies it (EXPR-5)
         if self.tok.is_kw("LIKE"):
             self.next()
             return self.parse_like(column, negated)
@@ -299,13 +304,12 @@ class _Parser:
         if tok.kind != "str":
             raise self.fail("expected a string pattern after LIKE")
         self.next()
-        pattern = _unquote(tok.text, "'")
-        wild = [i for i, c in enumerate(pattern) if c in "%_"]
-        if not wild:
-            return Predicate("ne" if negated else "eq", column, (pattern,))
-        if wild != [len(pattern) - 1] or pattern[-1] != "%":
-            raise _error(self.text, "only prefix patterns like 'abc%' are supported by LIKE", tok.pos)
-        return Predicate("not_starts_with" if negated else "starts_with", column, (pattern[:-1],))
+        text, wildcard = _like_pattern(_unquote(tok.text, "'"))
+        if isinstance(wildcard, str):
+            raise _error(self.text, wildcard, tok.pos)
+        if not wildcard:
+            return Predicate("ne" if negated else "eq", column, (text,))
+        return Predicate("not_starts_with" if negated else "starts_with", column, (text,))
 
     def parse_list(self) -> tuple[Any, ...]:
         self.expect_op("(")
@@ -372,8 +376,8 @@ class _Parser:
             if word == "DATE":
                 return dt.date.fromisoformat(text)
             if word == "TIME":
-                return dt.time.fromisoformat(text)
-            value = dt.datetime.fromisoformat(text)
+                return parse_iso_temporal(text, "time")
+            value = parse_iso_temporal(text, "datetime")
         except ValueError:
             raise _error(self.text, f"invalid {word} literal {text!r}", tok.pos) from None
         if word == "TIMESTAMPTZ" and value.tzinfo is None:
@@ -383,6 +387,42 @@ class _Parser:
 
 def _unquote(text: str, quote: str) -> str:
     return text[1:-1].replace(quote * 2, quote)
+
+
+_NAN_CALLS = {"is_nan": "is_nan", "isnan": "is_nan", "not_nan": "not_nan"}
+LIKE_ESCAPE = "\\"
+"""The escape character of LIKE patterns (EXPR-2): ``\\%``, ``\\_`` and ``\\\\`` are literal."""
+
+
+def _like_pattern(pattern: str) -> tuple[str, bool | str]:
+    """``(text, True)`` for ``'text%'``, ``(text, False)`` for a pattern without wildcards (EXPR-2).
+
+    Escapes are resolved in ``text``. A pattern that is not a prefix pattern, or that has a bad
+    escape, gives ``("", message)``.
+    """
+    chars: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == LIKE_ESCAPE:
+            if i + 1 == n or pattern[i + 1] not in "%_" + LIKE_ESCAPE:
+                return "", ("in a LIKE pattern a backslash escapes only %, _ or a backslash; "
+                            "write \\\\ for a backslash")
+            chars.append(pattern[i + 1])
+            i += 2
+            continue
+        if c == "%" and i == n - 1:
+            return "".join(chars), True
+        if c in "%_":
+            return "", "only prefix patterns like 'abc%' are supported by LIKE"
+        chars.append(c)
+        i += 1
+    return "".join(chars), False
+
+
+def _like_escape(text: str) -> str:
+    """``text`` with the LIKE wildcards and the escape character escaped (inverse of _like_pattern)."""
+    return "".join(LIKE_ESCAPE + c if c in "%_" + LIKE_ESCAPE else c for c in text)
 
 
 
@@ -437,8 +477,9 @@ def leaf_sql(op: str, column: str, literals: tuple[Any, ...]) -> str:
     if op in UNARY_OPS:
         return f"{name} {'IS NULL' if op == 'is_null' else 'IS NOT NULL'}"
     if op in NAN_OPS:
-        return f"isnan({name})" if op == "is_nan" else f"NOT isnan({name})"
-    if lits[0].startswith("'") and not any(c in lits[0] for c in "%_"):
-        return f"{name} {'LIKE' if op == 'starts_with' else 'NOT LIKE'} {lits[0][:-1]}%'"
+        return f"{op}({name})"
+    if isinstance(literals[0], str):
+        pattern = _literal_sql(_like_escape(literals[0]))
+        return f"{name} {'LIKE' if op == 'starts_with' else 'NOT LIKE'} {pattern[:-1]}%'"
     call = f"starts_with({name}, {lits[0]})"
     return call if op == "starts_with" else f"NOT {call}"

@@ -1,7 +1,7 @@
 """Filter expressions: unbound trees, binding to a schema, literal coercion (spec/expressions.md).
 
 * EXPR-1  Predicates: ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``IN``, ``NOT IN``, ``IS NULL``,
-  ``IS NOT NULL``, ``starts_with`` (``LIKE 'prefix%'``), combined with AND, OR, NOT.
+  ``IS NOT NULL``, ``starts_with`` (``LIKE 'prefix%'``), ``is_nan``, combined with AND, OR, NOT.
 * EXPR-2  SQL-like text syntax (lakefmt.expression_parser.parse_filter).
 * EXPR-3  Binding: a column name resolves to its field id in the schema (case-sensitive);
   an unknown name raises UnknownColumnError naming the column and listing the table's columns.
@@ -9,7 +9,9 @@
   that does not fit the column type (wrong kind, out of range, lossy) raises FilterError.
   Dates/times/timestamps accept ISO strings and ``date``/``time``/``datetime`` objects (not
   ints); a naive value for ``timestamptz`` is UTC, an offset-aware value for ``timestamp`` is
-  converted to UTC wall time; binary columns accept ``bytes`` or ``str`` (UTF-8).
+  converted to UTC wall time, a date for either timestamp type is its midnight (UTC for
+  ``timestamptz``), and a ``date`` column takes a datetime only at midnight without an offset;
+  binary columns accept ``bytes`` or ``str`` (UTF-8).
 * EXPR-5  Row semantics (spec READ-8): SQL three-valued logic, a row is selected when the
   filter is TRUE; a comparison with NULL is NULL (so ``x != 1`` does not select nulls), IN is
   the OR of equalities. Float comparisons follow IEEE 754: with NaN they are FALSE, except
@@ -27,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -501,16 +504,31 @@ def _coerce_decimal(value: Any, ltype: LakeType, column: str) -> decimal.Decimal
     return result
 
 
+_LONG_FRACTION = re.compile(r"[.,]\d{7}")
+
+
+def parse_iso_temporal(text: str, kind: str) -> Any:
+    """A ``date``, ``time`` or ``datetime`` from ISO 8601 text (EXPR-2, EXPR-4); ValueError if invalid.
+
+    ``kind`` is ``date`` (a date, or a date-time that EXPR-4 then checks is a midnight),
+    ``time`` or ``datetime`` (a date alone is its midnight). More than six fraction digits
+    are refused rather than truncated.
+    """
+    text = text.strip()
+    if _LONG_FRACTION.search(text):
+        raise ValueError(f"{text!r} has more than 6 fraction digits (microseconds)")
+    if kind == "time":
+        return dt.time.fromisoformat(text)
+    if len(text) == 10:
+        day = dt.date.fromisoformat(text)
+        return day if kind == "date" else dt.datetime.combine(day, dt.time())
+    return dt.datetime.fromisoformat(text)
+
+
 def _parse_temporal_text(value: str, ltype: LakeType, column: str) -> Any:
-    text = value.strip()
+    kind = ltype.name if ltype.name in ("date", "time") else "datetime"
     try:
-        if ltype.name == "date":
-            return dt.date.fromisoformat(text)
-        if ltype.name == "time":
-            return dt.time.fromisoformat(text)
-        if len(text) == 10:
-            return dt.datetime.combine(dt.date.fromisoformat(text), dt.time())
-        return dt.datetime.fromisoformat(text)
+        return parse_iso_temporal(value, kind)
     except ValueError:
         raise _mismatch(value, ltype, column, f"not an ISO {ltype} string") from None
 
@@ -522,8 +540,10 @@ def _coerce_temporal(value: Any, ltype: LakeType, column: str) -> int:
     if hasattr(value, "to_pydatetime") and not isinstance(value, dt.datetime):
         value = value.to_pydatetime()
     if name == "date":
-        if isinstance(value, dt.datetime):
-            if value.time() != dt.time() or value.tzinfo is not None:
+        if isinstance(value, dt.datetime):  # EXPR-4: only a midnight without an offset is a date
+            if value.tzinfo is not None:
+                raise _mismatch(value, ltype, column, "has an offset; a date has no time zone")
+            if value.time() != dt.time():
                 raise _mismatch(value, ltype, column, "has a time of day")
             value = value.date()
         if isinstance(value, dt.date):

@@ -14,7 +14,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from lakefmt.conversions import to_bytes, to_physical, truncate_lower, truncate_upper
+from lakefmt.conversions import (
+    lower_bound_value,
+    to_bytes,
+    to_physical,
+    truncate_lower,
+    truncate_upper,
+    upper_bound_value,
+)
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Field, Schema
@@ -57,12 +64,12 @@ def _stats(footer: pq.FileMetaData, columns: Mapping[int, Field], row_groups: It
         value_counts[field.id] = count
         if nulls is not None:
             null_counts[field.id] = nulls
-        if low is not None:
-            lowers[field.id] = to_bytes(field.type, truncate_lower(field.type, low))
+        if low is not None:  # a zero float bound is written -0.0 below, +0.0 above (TYPE-11)
+            lowers[field.id] = to_bytes(field.type, lower_bound_value(field.type, truncate_lower(field.type, low)))
         if high is not None:
             upper = truncate_upper(field.type, high if exact else _past(high))
             if upper is not None:
-                uppers[field.id] = to_bytes(field.type, upper)
+                uppers[field.id] = to_bytes(field.type, upper_bound_value(field.type, upper))
     return {"value_counts": value_counts, "null_value_counts": null_counts,
             "lower_bounds": lowers, "upper_bounds": uppers}
 

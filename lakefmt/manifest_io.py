@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io as _io
 import json
+import math
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import Any
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakefmt.conversions import from_bytes, to_bytes, to_physical
+from lakefmt.conversions import from_bytes, lower_bound_value, to_bytes, to_physical, upper_bound_value
 from lakefmt.deletion_vectors import DeletionVector
 from lakefmt.errors import CorruptMetadataError, MissingFileError
 from lakefmt.io import FileIO
@@ -147,7 +148,8 @@ def write_manifest(io: FileIO, location: str, relative_path: str, entries: list[
 
 def summarize_partitions(files: Iterable[DataFile], spec: PartitionSpec, schema: Schema
                          ) -> tuple[FieldSummary, ...]:
-    """Per partition field: whether any value is null, and the min and max (ML-4)."""
+    """Per partition field: whether any value is null, and the min and max (ML-4); a float zero is
+    written -0.0 as the lower and +0.0 as the upper bound (TYPE-11)."""
     types = [t for _, t in spec.partition_type(schema)]
     lows: list[Any] = [None] * len(types)
     highs: list[Any] = [None] * len(types)
@@ -157,14 +159,16 @@ def summarize_partitions(files: Iterable[DataFile], spec: PartitionSpec, schema:
             if v is None:
                 nulls[i] = True
                 continue
+            if isinstance(v, float) and math.isnan(v):  # bounds cover non-NaN values only (ML-4, TYPE-8)
+                continue
             if lows[i] is None or v < lows[i]:
                 lows[i] = v
             if highs[i] is None or v > highs[i]:
                 highs[i] = v
     return tuple(
         FieldSummary(nulls[i],
-                     None if lows[i] is None else to_bytes(types[i], lows[i]),
-                     None if highs[i] is None else to_bytes(types[i], highs[i]))
+                     None if lows[i] is None else to_bytes(types[i], lower_bound_value(types[i], lows[i])),
+                     None if highs[i] is None else to_bytes(types[i], upper_bound_value(types[i], highs[i])))
         for i in range(len(types)))
 
 

@@ -305,9 +305,14 @@ class TableMetadata:
             raise CorruptMetadataError(f"metadata file {source} is not valid JSON "
                                        f"(truncated or corrupt): {exc}") from exc
         try:
-            return TableMetadata.from_json(obj)
+            metadata = TableMetadata.from_json(obj)
         except CorruptMetadataError as exc:
             raise CorruptMetadataError(f"metadata file {source}: {exc}") from exc
+        current = metadata.current_snapshot_id
+        if current is not None and not metadata.has_snapshot(current):  # META-3: references resolve
+            raise CorruptMetadataError(f"metadata file {source}: current-snapshot-id {current} names no snapshot "
+                                       "of the file (META-3)")
+        return metadata
 
 
 def read_metadata(io: FileIO, location: str) -> TableMetadata:

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt.bucketing import bucket_array, bucket_hash, hash_array
+from lakefmt.conversions import float_text
 from lakefmt.errors import SchemaError, ValidationError
 from lakefmt.schema import Schema
 from lakefmt.types import DATE, INT, LakeType
@@ -151,10 +152,10 @@ class Transform:
             return NULL_PARTITION
         name = self.name
         if name == "year":
-            return f"{value + 1970:04d}"
+            return year_str(value + 1970)
         if name == "month":
             years, month = divmod(value, 12)
-            return f"{1970 + years:04d}-{month + 1:02d}"
+            return f"{year_str(1970 + years)}-{month + 1:02d}"
         if name == "day":
             return date_str(value)
         if name == "hour":
@@ -235,10 +236,16 @@ def _to_int32(arr: Any, what: str) -> Any:
     raise ValidationError(f"{what} partition value out of the int range")
 
 
+def year_str(year: int) -> str:
+    """A year as in partition paths (PART-7): at least four digits, zero-padded, ``-`` before a
+    negative year (``0047``, ``10000``, ``-0001``)."""
+    return f"-{-year:04d}" if year < 0 else f"{year:04d}"
+
+
 def date_str(days: int) -> str:
-    """ISO form ``YYYY-MM-DD`` of a day number."""
+    """ISO form ``YYYY-MM-DD`` of a day number (the year as :func:`year_str`)."""
     year, month, day = civil_from_days(days)
-    return f"{year:04d}-{month:02d}-{day:02d}"
+    return f"{year_str(year)}-{month:02d}-{day:02d}"
 
 
 def time_str(micros: int) -> str:
@@ -262,9 +269,21 @@ def _identity_human(value: Any, source: LakeType) -> str:
     elif name in ("timestamp", "timestamptz"):
         days, micros = divmod(value, US_PER_DAY)
         text = f"{date_str(days)}T{time_str(micros)}" + ("+00:00" if name == "timestamptz" else "")
+    elif name in ("float", "double"):
+        text = float_text(value, single=name == "float")
+    elif name == "decimal":
+        text = _decimal_text(value, source.scale or 0)
     else:
-        text = value if name == "string" else repr(value) if name in ("float", "double") else str(value)
-    return quote(text, safe="")
+        text = value if name == "string" else str(value)
+    return quote(text, safe="")  # PART-7: every UTF-8 byte but A-Z a-z 0-9 - _ . ~ as %XX
+
+
+def _decimal_text(value: decimal.Decimal, scale: int) -> str:
+    """``-``, the integer digits, and exactly ``scale`` fraction digits; never an exponent (PART-7)."""
+    unscaled = int(value.scaleb(scale, context=decimal.Context(prec=100)).to_integral_value())
+    digits = str(abs(unscaled)).rjust(scale + 1, "0")
+    text = digits if scale == 0 else f"{digits[:-scale]}.{digits[-scale:]}"
+    return ("-" if unscaled < 0 else "") + text
 
 
 # -- truncate (PART-5) --------------------------------------------------------------------------

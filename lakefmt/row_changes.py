@@ -205,9 +205,9 @@ def commit_rows(table: Table, deletes: dict[str, tuple[FileScanTask, pa.Array]],
     """Delete ``deletes`` (positions per file) and add ``new_rows`` in one snapshot; None if it changes nothing.
 
     ``updated`` names the deleted positions whose rows ``new_rows`` holds new versions of:
-    a concurrent commit that deleted one of them is a conflict (:class:`UpdatedRowsLive`)
-    rather than a union of vectors (ROWDEL-3), so an updated row never reappears after a
-    concurrent delete removed it.
+    a concurrent commit that deleted one of them is a conflict (:class:`UpdatedRowsLive`,
+    ROWDEL-19) rather than a union of vectors (ROWDEL-3), so an updated row never reappears
+    after a concurrent delete removed it.
     """
     meta = table.metadata
     copy_on_write = delete_mode(meta.properties) == "copy-on-write"
@@ -244,7 +244,7 @@ def commit_rows(table: Table, deletes: dict[str, tuple[FileScanTask, pa.Array]],
 
 @dataclass(frozen=True)
 class UpdatedRowsLive:
-    """A commit requirement: no concurrent commit deleted a row this commit writes a new version of.
+    """A commit requirement: no concurrent commit deleted a row this commit writes a new version of (ROWDEL-19).
 
     ``rows`` maps a path to the file as read and the positions updated. On the planned
     snapshot it holds by construction; on a newer base, a file whose vector changed has
@@ -265,7 +265,7 @@ class UpdatedRowsLive:
             deleted = dv.read_deleted(self.io, base.location, f)
             if deleted is not None and pc.any(deleted.take(read[1])).as_py():
                 raise CommitConflictError(f"a concurrent commit deleted rows of {f.path} that this merge "
-                                          "updates; writing their new versions would bring them back")
+                                          "updates; writing their new versions would bring them back (ROWDEL-19)")
 
 
 def with_replans(table: Table, attempt: Callable[[], T]) -> T:

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakefmt.deletion_vectors import live_mask
-from lakefmt.errors import CorruptDataFileError, LakefmtError, MissingDependencyError, ValidationError
+from lakefmt.errors import CorruptDataFileError, CorruptMetadataError, LakefmtError, MissingDependencyError, ValidationError
 from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator, residual, row_mask
 from lakefmt.expressions import (
     ALWAYS_TRUE,
@@ -168,6 +168,11 @@ class DataScan:
 
         results = thread_map(plan_manifest, selected, IO_THREADS)
         tasks = [t for _, ts in results for t in ts]
+        if len({t.location for t in tasks}) != len(tasks):  # READ-9: live in one entry only
+            seen: set[str] = set()
+            twice = next(t.data_file.path for t in tasks if t.location in seen or seen.add(t.location))
+            raise CorruptMetadataError(f"data file {twice} is live in more than one manifest entry of snapshot "
+                                       f"{self.snapshot.snapshot_id} (READ-9); the table's metadata is corrupt")
         return ScanPlan(tasks, len(manifests), len(selected), sum(c for c, _ in results))
 
     def plan_files(self) -> list[DataFile]:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 import lakefmt
+from lakefmt.cli import main
 
 TESTS = Path(__file__).resolve().parent
 
@@ -97,3 +98,23 @@ def live_paths(table: lakefmt.Table) -> set[str]:
     """The data files of the table's current snapshot, relative to its location."""
     table.refresh()
     return {f.path for f in table.plan_files()}
+
+
+class Cli:
+    """Runs ``lakefmt --warehouse <tmp> ...`` in-process and captures its output."""
+
+    def __init__(self, warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.warehouse = warehouse
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = main(["--warehouse", str(self.warehouse), *argv])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def ok(self, *argv: str) -> str:
+        code, out, err = self(*argv)
+        assert code == 0, err
+        assert err == ""
+        return out

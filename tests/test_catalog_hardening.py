@@ -409,6 +409,7 @@ def test_recovery_keeps_the_newest_table_of_a_name_and_skips_a_torn_metadata_fil
 
 
 def test_register_table_validates_its_input(tmp_path):
+    """CAT-20: a taken name or table-uuid, a bad file name and a bad file are refused, writing nothing."""
     cat = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     t = cat.create_table("ns.t", SCHEMA)
     t.append(some_rows(0, 3))

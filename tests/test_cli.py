@@ -20,7 +20,7 @@ import pytest
 import lakefmt
 from lakefmt.cli import build_parser, main, parse_storage_options
 from lakefmt.cli.commands import COMMANDS
-from tests.conftest import downlinks
+from tests.conftest import Cli, downlinks
 
 REPO = Path(__file__).resolve().parents[1]
 DAY_US = 86_400_000_000
@@ -33,26 +33,6 @@ def files(tmp_path: Path) -> dict[str, Path]:
     pq.write_table(downlinks(2 * 24 * 60, seed=1, step_us=60_000_000), d1)
     pq.write_table(downlinks(1000, seed=2, start_us=1_767_225_600_000_000 + 3 * DAY_US), d2)
     return {"d1": d1, "d2": d2}
-
-
-class Cli:
-    """Runs ``lakefmt --warehouse <tmp> ...`` in-process and captures its output."""
-
-    def __init__(self, warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        self.warehouse = warehouse
-        self.capsys = capsys
-
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = main(["--warehouse", str(self.warehouse), *argv])
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-    def ok(self, *argv: str) -> str:
-        code, out, err = self(*argv)
-        assert code == 0, err
-        assert err == ""
-        return out
 
 
 @pytest.fixture

@@ -13,32 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakefmt
-from lakefmt.cli import main
+from tests.conftest import Cli as SharedCli
 from tests.conftest import rows
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = pa.schema([pa.field("sensor", pa.string()), pa.field("day", pa.int32()), pa.field("reading", pa.float64())])
 
 
-class Cli:
-    """Runs ``lakefmt --warehouse <tmp> ...`` in-process and captures its output."""
-
-    def __init__(self, warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        self.warehouse = warehouse
-        self.capsys = capsys
-
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = main(["--warehouse", str(self.warehouse), *argv])
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-    def ok(self, *argv: str) -> str:
-        code, out, err = self(*argv)
-        assert code == 0, err
-        assert err == ""
-        return out
-
+class Cli(SharedCli):
     def table(self) -> lakefmt.Table:
         return lakefmt.Catalog(str(self.warehouse)).load_table("lab.readings")
 

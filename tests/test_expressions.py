@@ -65,7 +65,7 @@ PARSE_CASES = [
     ("not (a = 1 or b = 2)", Not((col("a") == 1) | (col("b") == 2))),
     ("NOT NOT a = 1", col("a") == 1),
     ("a BETWEEN 1 AND 3", (col("a") >= 1) & (col("a") <= 3)),
-    ("a not between 1 and 3 or b = 1", ((col("a") < 1) | (col("a") > 3)) | (col("b") == 1)),
+    ("a not between 1 and 3 or b = 1", ~((col("a") >= 1) & (col("a") <= 3)) | (col("b") == 1)),  # EXPR-2
     ("a IN (1, 2, 3)", col("a").isin([1, 2, 3])),
     ("a NOT IN ('x')", col("a").not_in(["x"])),
     ("a IS NULL", col("a").is_null()),

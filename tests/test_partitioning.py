@@ -291,11 +291,14 @@ def test_parse_partition_by_happy() -> None:
     (["bucket(4, x)"], SchemaError, "cannot be applied to a double column"),
 ])
 def test_parse_partition_by_errors(exprs: list[str], error: type, message: str) -> None:
+    """PART-8 syntax errors, and PART-10: no duplicate field, no two time transforms of one column, an
+    existing source column."""
     with pytest.raises(error, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_partition_by(exprs, SCHEMA)
 
 
 def test_partition_name_clash_with_column() -> None:
+    """PART-10: a non-identity partition field must not take the name of a column."""
     schema = Schema((Field(1, "ts", TIMESTAMP), Field(2, "ts_day", DATE)))
     with pytest.raises(ValidationError, match="clashes"):
         parse_partition_by(["day(ts)"], schema)

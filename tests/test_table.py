@@ -74,6 +74,7 @@ def test_column_bounds_prune_files(local_catalog):
 
 
 def test_time_travel_by_id_and_time(catalog):
+    """READ-2: time travel by snapshot id and by timestamp; unknown ones fail with NoSuchSnapshotError."""
     t = make_table(catalog)
     first = downlinks(500, seed=1)
     s1 = t.append(first)
@@ -146,6 +147,7 @@ def test_snapshots_history_and_commit_log(local_catalog):
 
 
 def test_schema_evolution_by_field_id(catalog):
+    """SCHEMA-5 and SCHEMA-6: widen, rename, drop and add columns; old files read by field id."""
     t = catalog.create_table("ns.evolve", schema=pa.schema([("id", pa.int32()), ("v", pa.float32()),
                                                              ("gone", pa.string())]))
     t.append(pa.table({"id": pa.array([1, 2], pa.int32()), "v": pa.array([0.5, 1.5], pa.float32()),
@@ -169,6 +171,7 @@ def test_schema_evolution_by_field_id(catalog):
 
 
 def test_refused_schema_changes(local_catalog):
+    """SCHEMA-6: no other widening; SCHEMA-8: a partition source column is not dropped."""
     t = make_table(local_catalog)
     with pytest.raises(lakefmt.SchemaError, match="cannot change column"):
         t.update_schema().widen_column("value", pa.int64()).commit()

@@ -114,6 +114,7 @@ def test_multi_column_keys_match_exactly_not_per_column(local_catalog):
 
 
 def test_null_keys_in_the_source_are_refused_and_target_null_keys_never_match(local_catalog):
+    """ROWDEL-8: a source row with a null key is refused with ValidationError; nothing is written."""
     t = make_table(local_catalog, "merge-on-read")
     t.append(batch([(None, "eu", 1.0, "null key"), (1, "eu", 2.0, "one")]))
     snapshots, files = len(t.snapshots()), files_on_disk(t)
@@ -126,6 +127,8 @@ def test_null_keys_in_the_source_are_refused_and_target_null_keys_never_match(lo
 
 
 def test_duplicate_source_keys_are_refused_and_nothing_is_written(local_catalog):
+    """ROWDEL-8: duplicate source keys raise DuplicateKeyError (a ValidationError) naming the keys and
+    their row counts; nothing is written or committed."""
     t = make_table(local_catalog, "merge-on-read")
     t.append(batch([(1, "eu", 1.0, "a"), (2, "eu", 2.0, "b")]))
     snapshots, files = len(t.snapshots()), files_on_disk(t)
@@ -150,6 +153,8 @@ def test_duplicate_source_keys_are_refused_and_nothing_is_written(local_catalog)
     (["id"], pa.table({"id": ["one"]}), SchemaMismatchError, "column 'id'"),
 ])
 def test_bad_upsert_input_is_refused_before_anything_is_written(local_catalog, on, data, error, message):
+    """ROWDEL-8: empty or unknown key columns, a key missing from the source, an extra or mistyped
+    column: ValidationError naming the column, before any file is written."""
     t = make_table(local_catalog, "merge-on-read")
     t.append(batch([(1, "eu", 1.0, "a")]))
     snapshots, files = len(t.snapshots()), files_on_disk(t)
@@ -256,6 +261,7 @@ def test_predicates_may_be_expressions_and_unqualified_names_mean_the_clause_sid
 
 
 def test_two_source_rows_for_one_target_row_are_refused(local_catalog):
+    """ROWDEL-8: a merge whose source has one key twice fails with DuplicateKeyError; nothing is written."""
     t = make_table(local_catalog, "merge-on-read")
     t.append(batch([(1, "eu", 1.0, "a")]))
     snapshots, files = len(t.snapshots()), files_on_disk(t)
@@ -274,6 +280,7 @@ def test_two_source_rows_for_one_target_row_are_refused(local_catalog):
     (lambda m: m, ValidationError, "needs at least one"),
 ])
 def test_bad_merge_is_refused_before_anything_is_written(local_catalog, build, error, message):
+    """ROWDEL-8: a merge with no clause or a clause naming an unknown column fails before any file is written."""
     t = make_table(local_catalog, "merge-on-read")
     t.append(batch([(1, "eu", 1.0, "a")]))
     snapshots, files = len(t.snapshots()), files_on_disk(t)

@@ -49,4 +49,5 @@ COMMANDS: dict[str, Command] = {
     "serve": Command("lakefmt.service.cli", "run the compaction service: schedules, HTTP API, metrics",
                      register="add_serve_parser", run="run_serve"),
     "report": Command("lakefmt.cli.report", "write an HTML report with file-size charts"),
+    "conformance": Command("lakefmt.cli.conformance", "run the conformance kit (spec/conformance) against an adapter"),
 }

@@ -139,7 +139,8 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
     written = _Hashed()
     try:
         sink = _Sink(writer, max(task.write_options.row_group_rows, SINK_ROWS), written if task.verify else None)
-        method = _write_rows(io, task, sink, inputs, throttle)
+        counts: dict[str, int] = {}  # rows read from each input without a vector
+        method = _write_rows(io, task, sink, inputs, throttle, counts)
         sink.flush()
         outputs = tuple(writer.close())
         paths = tuple(f"{task.location}/{f.path}" for f in outputs)
@@ -149,6 +150,10 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
         if inputs.value.rows != expected:
             raise CompactionError(f"group {task.group_id}: inputs hold {inputs.value.rows} live rows but their "
                                   f"manifest entries say {expected} (record counts less deleted rows)")
+        for f in task.files:  # each input, not only the sum (inputs with a vector are checked as read, DV-4)
+            if counts.get(f.path, f.record_count) != f.record_count:
+                raise CompactionError(f"group {task.group_id}: input {f.path} holds {counts[f.path]} rows but "
+                                      f"its manifest entry records {f.record_count} (COMPACT-33, READ-12)")
         output_sum = _verify(io, task, outputs, inputs.value, written.value, throttle) if task.verify \
             else inputs.value
     except BaseException:
@@ -163,15 +168,16 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
 
 
 def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
-                throttle: Callable[[int], None] | None) -> Method:
+                throttle: Callable[[int], None] | None, counts: dict[str, int]) -> Method:
     if task.strategy == "binpack":
-        for batch in _stream(io, task, throttle, DEFAULT_BATCH_ROWS):
+        for batch in _stream(io, task, throttle, DEFAULT_BATCH_ROWS, counts):
             inputs.update(batch)
             sink.write(batch)
         return "stream"
     if task.strategy == "sort" and task.inputs_sorted and 1 < len(task.files) <= MAX_MERGE_INPUTS:
         batch_rows = max(1024, min(DEFAULT_BATCH_ROWS, 4_000_000 // len(task.files)))
-        streams = [_checked(_batches(io, task, f, throttle, batch_rows), inputs) for f in task.files]
+        streams = [_checked(_batches(io, task, f, throttle, batch_rows, counts=counts), inputs)
+                   for f in task.files]
         for table in merge_sorted(streams, task.schema.to_arrow(), task.sort_keys, batch_rows=batch_rows):
             sink.write(table)
         return "merge"
@@ -179,6 +185,8 @@ def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
     for f in task.files:
         table = read_table(io, _abs(task, f), task.schema, charge=throttle, size_hint=f.file_size_bytes,
                            live=live_rows(io, task.location, f))
+        if f.deletion_vector is None:
+            counts[f.path] = table.num_rows
         inputs.update(table)
         tables.append(table)
     inputs.value  # noqa: B018 - hashes the rows still buffered, so the checksum holds no table below
@@ -213,18 +221,25 @@ def _contiguous(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _stream(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | None, batch_rows: int
-            ) -> Iterator[pa.RecordBatch]:
+def _stream(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | None, batch_rows: int,
+            counts: dict[str, int]) -> Iterator[pa.RecordBatch]:
     for f in task.files:
-        yield from _batches(io, task, f, throttle, batch_rows, keep_dictionaries=True)
+        yield from _batches(io, task, f, throttle, batch_rows, keep_dictionaries=True, counts=counts)
 
 
 def _batches(io: FileIO, task: RewriteTask, f: DataFile, throttle: Callable[[int], None] | None, batch_rows: int,
-             *, keep_dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
-    """The live rows of one input, batch by batch (COMPACT-12, COMPACT-32)."""
-    yield from iter_batches(io, _abs(task, f), task.schema, batch_rows=batch_rows, charge=throttle,
-                            size_hint=f.file_size_bytes, keep_dictionaries=keep_dictionaries,
-                            live=live_rows(io, task.location, f))
+             *, keep_dictionaries: bool = False, counts: dict[str, int] | None = None
+             ) -> Iterator[pa.RecordBatch]:
+    """The live rows of one input, batch by batch (COMPACT-12, COMPACT-32); an input without a
+    vector has its rows counted in ``counts`` once it is read to the end (COMPACT-33)."""
+    rows = 0
+    for batch in iter_batches(io, _abs(task, f), task.schema, batch_rows=batch_rows, charge=throttle,
+                              size_hint=f.file_size_bytes, keep_dictionaries=keep_dictionaries,
+                              live=live_rows(io, task.location, f)):
+        rows += batch.num_rows
+        yield batch
+    if counts is not None and f.deletion_vector is None:
+        counts[f.path] = rows
 
 
 def _checked(batches: Iterator[pa.RecordBatch], acc: RowChecksum) -> Iterator[pa.RecordBatch]:

@@ -58,7 +58,7 @@ def stored_rows(t: lakefmt.Table) -> pa.Table:
     ("sort", {"sort_by": ["value"]}, "memory-sort"),
     ("zorder", {"columns": ["payload_id", "sensor_kind"]}, "zorder")])
 def test_rewritten_files_hold_exactly_the_live_rows(local_catalog, strategy, layout, method):
-    """COMPACT-32/33/34: every strategy drops deleted rows; the outputs carry no vector and the
+    """COMPACT-32, COMPACT-33, ROWDEL-11: every strategy drops deleted rows (rows rewritten = live rows); the outputs carry no vector and the
     current snapshot references none of the old vector files; older snapshots still read as before."""
     t = small_files_table(local_catalog, appends=6, rows=600)
     delete_some(t)
@@ -98,7 +98,7 @@ def single_file_table(catalog: lakefmt.Catalog, n: int = 1000) -> lakefmt.Table:
 
 
 def test_a_large_file_with_many_deleted_rows_is_rewritten_alone(local_catalog):
-    """COMPACT-35: one file larger than the small-file threshold, alone in its partition, with 40%
+    """COMPACT-35, ROWDEL-12: one file larger than the small-file threshold, alone in its partition, with 40%
     of its rows deleted: a candidate at threshold 0.3 (reason ``deletes``), not at 0.5."""
     t = single_file_table(local_catalog)
     t.delete("id < 400")
@@ -129,7 +129,7 @@ def test_a_large_file_with_many_deleted_rows_is_rewritten_alone(local_catalog):
 
 
 def test_planner_adds_delete_heavy_files_to_the_small_ones():
-    """COMPACT-35, pure: a delete-heavy large file joins its partition's small files, a partition with
+    """COMPACT-35, ROWDEL-12, pure: a delete-heavy large file joins its partition's small files, a partition with
     fewer small files than min-input-files is still planned for it, and lightly deleted large files
     stay too big."""
     def file(name: str, size: int, deleted: int = 0, partition: tuple = (1,)) -> PlannerFile:

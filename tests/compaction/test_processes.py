@@ -61,7 +61,8 @@ def _replace_snapshots(t: lakefmt.Table) -> list[lakefmt.Snapshot]:
 
 
 def test_appends_during_compaction_lose_nothing(local_catalog, tmp_path):
-    """COMPACT-18: an appender in another process commits while groups are committed: no row is lost."""
+    """COMPACT-18, COMPACT-30: an appender in another process commits while groups are committed; the
+    compaction commits lose the race, are rebuilt from the new base and keep the appended files: no row is lost."""
     t = small_files_table(local_catalog, appends=6)
     expected = [t.scan().to_arrow()]
     started, first = tmp_path / "started", tmp_path / "first-append"

@@ -40,7 +40,8 @@ def test_run_commits_one_replace_per_group_and_pinned_reader_is_unaffected(catal
 
 def test_small_groups_share_one_commit(local_catalog):
     """COMPACT-18: groups smaller than the target that finish while others run are committed
-    together, as one replace snapshot that names every group; rows are unchanged."""
+    together, as one replace snapshot that names every group; rows are unchanged. COMPACT-20:
+    its summary has added-records = deleted-records and names the groups under lakefmt.compaction.group."""
     t = small_files_table(local_catalog)
     before = t.scan().to_arrow()
     result = t.compaction.run("binpack", min_age_seconds=0)
@@ -240,6 +241,8 @@ def test_back_off_hook_pauses(local_catalog):
 
 
 def test_plan_validation_and_explain(local_catalog):
+    """COMPACT-2: a run uses binpack, sort or zorder; sort without a given or default sort order
+    is refused with ValidationError, and a sort order given for the run is used."""
     t = small_files_table(local_catalog, sort_by=())
     with pytest.raises(ValidationError, match="sort order"):
         t.compaction.plan("sort")

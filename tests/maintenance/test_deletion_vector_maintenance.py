@@ -63,6 +63,8 @@ def three_files(local_catalog):
 
 # -- reachability and snapshot expiry -----------------------------------------------------
 def test_reachability_counts_each_vector_file_once_across_v1_and_v2_manifests(local_catalog):
+    """ROWDEL-13: the reachable files include the vector file of every live entry, read from version 1
+    and version 2 manifests alike; each vector file is counted once."""
     t = make_table(local_catalog)
     t.append(batch(0, 30))                    # a version 1 manifest, kept as it is below
     t.append(batch(100, 6, parts="d"))
@@ -83,6 +85,7 @@ def test_reachability_counts_each_vector_file_once_across_v1_and_v2_manifests(lo
 
 
 def test_expiry_deletes_a_vector_file_only_expired_snapshots_reached(three_files):
+    """ROWDEL-13, MAINT-5: expiry deletes a vector file that only the expired snapshots reached."""
     t = three_files
     full = rows(t.scan().to_arrow())
     first = t.delete("id < 3")                # one vector file D1 with a blob for each of the three files
@@ -102,6 +105,7 @@ def test_expiry_deletes_a_vector_file_only_expired_snapshots_reached(three_files
 
 
 def test_expiry_keeps_a_vector_file_a_retained_snapshot_still_points_into(three_files):
+    """ROWDEL-13, MAINT-5: a vector file the committed metadata still references is never deleted."""
     t = three_files
     first = t.delete("id < 3")                # D1: blobs for a, b and c
     d1 = only(vector_files(t))
@@ -120,6 +124,7 @@ def test_expiry_keeps_a_vector_file_a_retained_snapshot_still_points_into(three_
 
 
 def test_expiry_deletes_the_vector_of_a_file_an_overwrite_removed(three_files):
+    """ROWDEL-13: a vector file named only by DELETED entries is not referenced; expiry deletes it."""
     t = three_files
     t.delete("id < 3")
     d1 = only(vector_files(t))
@@ -134,6 +139,8 @@ def test_expiry_deletes_the_vector_of_a_file_an_overwrite_removed(three_files):
 
 # -- orphan removal -----------------------------------------------------------------------
 def test_orphan_removal_keeps_live_vectors_and_removes_an_uncommitted_one(local_catalog, tmp_path):
+    """ROWDEL-13, MAINT-8: an uncommitted vector file is an orphan, protected by its writer's lease and
+    the grace period like any file; live vector files are kept."""
     t = make_table(local_catalog, **{"write.lease-seconds": "3600"})
     t.append(batch(0, 30))
     t.delete("id < 3")
@@ -159,6 +166,8 @@ def test_orphan_removal_keeps_live_vectors_and_removes_an_uncommitted_one(local_
 
 # -- stats ----------------------------------------------------------------------------------
 def test_stats_count_vector_files_and_live_rows_exactly(three_files):
+    """DV-6: storage statistics count live rows (record_count less the vectors' cardinality), and vector
+    files live and historical."""
     t = three_files
     t.delete("id < 3")                        # D1: a, b, c lose one row each
     d1 = only(vector_files(t))
@@ -184,6 +193,7 @@ def test_stats_count_vector_files_and_live_rows_exactly(three_files):
 
 # -- check ----------------------------------------------------------------------------------
 def test_check_passes_on_a_healthy_version_2_table(three_files):
+    """ROWDEL-14: every check level passes on a healthy version 2 table."""
     t = three_files
     t.delete("id < 3")
     t.append(batch(100, 6))
@@ -205,6 +215,7 @@ def damaged(three_files):
 
 
 def test_check_reports_a_truncated_vector_file(damaged):
+    """ROWDEL-14: a vector file shorter than offset + length is reported."""
     t, path = damaged
     data = t.io.read_bytes(f"{t.location}/{path}")
     t.io.delete(f"{t.location}/{path}")
@@ -216,6 +227,7 @@ def test_check_reports_a_truncated_vector_file(damaged):
 
 
 def test_check_reports_a_vector_file_with_a_flipped_byte(damaged):
+    """ROWDEL-14: a blob failing DV-4 (CRC-32) is reported by the full check."""
     t, path = damaged
     data = bytearray(t.io.read_bytes(f"{t.location}/{path}"))
     data[25] ^= 0x01                          # inside the payload: only the CRC-32 can tell
@@ -228,6 +240,7 @@ def test_check_reports_a_vector_file_with_a_flipped_byte(damaged):
 
 
 def test_check_reports_a_missing_vector_file(damaged):
+    """ROWDEL-14: a vector file a live entry names must exist."""
     t, path = damaged
     t.io.delete(f"{t.location}/{path}")
     report = t.maintenance.check(level="files")
@@ -254,6 +267,7 @@ def rewrite_current_entries(t: lakefmt.Table, change) -> None:
 
 
 def test_check_reports_a_vector_that_deletes_every_row_and_out_of_range_entries(damaged):
+    """ROWDEL-14: a vector deleting every row (DV-7) and a vector outside the deletes folder are reported."""
     t, _ = damaged
 
     def every_row(entries):
@@ -275,6 +289,7 @@ def test_check_reports_a_vector_that_deletes_every_row_and_out_of_range_entries(
 
 
 def test_check_reports_two_live_vectors_for_one_file_and_a_shared_blob(damaged):
+    """ROWDEL-14: two live vectors for one file (DV-9) and two entries sharing one blob (DV-10) are reported."""
     t, _ = damaged
 
     def twice(entries):
@@ -294,6 +309,7 @@ def test_check_reports_two_live_vectors_for_one_file_and_a_shared_blob(damaged):
 
 
 def test_check_reports_a_vector_that_shrinks(damaged):
+    """ROWDEL-14: a vector that lacks positions its parent's vector deletes is reported (DV-9)."""
     t, newest = damaged                        # part a: {id 0} in the parent, {0, 3} now (positions 0 and 1)
     writer = dv.DeletionVectorWriter(t.io, t.location)
 
@@ -323,6 +339,7 @@ def test_check_reports_a_vector_that_shrinks(damaged):
 
 # -- manifest rewrite ---------------------------------------------------------------------
 def test_manifest_rewrite_keeps_deleted_rows_deleted(local_catalog):
+    """DV-11, COMPACT-29: manifest compaction copies every entry's deletion_vector unchanged."""
     t = make_table(local_catalog, **{"commit.manifest.min-count-to-merge": "100"})
     for i in range(4):
         t.append(batch(i * 30, 30))

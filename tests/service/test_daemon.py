@@ -54,7 +54,9 @@ def wait(service, job_id, timeout=60):
 
 
 def test_trigger_compacts_one_table_and_records_it(warehouse, make_service):
-    """SERVICE-15/16/20: a triggered job compacts with the table's policy and is persisted."""
+    """SERVICE-15/16/20: a triggered job compacts with the table's policy and is persisted. SERVICE-6: the
+    compaction table job reports every group; SERVICE-21: the job ends succeeded with its table outcome;
+    SERVICE-22: the stored row is the finished job."""
     t = small_files_table(warehouse, "ops.events")
     before = rows(t.scan().to_arrow())
     service = make_service()
@@ -73,6 +75,8 @@ def test_trigger_compacts_one_table_and_records_it(warehouse, make_service):
 
 
 def test_every_kind_runs(warehouse, make_service):
+    """SERVICE-6: manifest rewrite, expiry and orphan removal jobs run and succeed; SERVICE-13: the
+    per-kind totals sum bytes_freed."""
     small_files_table(warehouse, "ops.events")
     service = make_service(env={"LAKEFMT_EXPIRE_OLDER_THAN": "0s", "LAKEFMT_ORPHANS_OLDER_THAN": "0s"})
     for kind in ("compaction", "manifests", "expire", "orphans"):
@@ -143,7 +147,8 @@ def wait_for_partition_lease(warehouse, t, timeout: float = 10) -> None:
 
 
 def test_stop_mid_job_leaves_the_table_intact(warehouse, make_service):
-    """SERVICE-8: stop aborts running groups cleanly, releases leases and records the job interrupted."""
+    """SERVICE-8: stop aborts running groups cleanly, releases leases and records the job interrupted
+    (SERVICE-21: final status interrupted, table outcome stopped)."""
     t = small_files_table(warehouse, "ops.events", properties={"compaction.max-concurrent-groups": "1"})
     before = rows(t.scan().to_arrow())
     service = make_service(env={"LAKEFMT_COMPACTION_READ_MB_PER_S": "0.02"})  # ~2 s per group
@@ -160,7 +165,8 @@ def test_stop_mid_job_leaves_the_table_intact(warehouse, make_service):
 
 
 def test_stop_with_grace_lets_the_running_group_commit(warehouse, make_service):
-    """SERVICE-8, COMPACT-31: within the grace period the running group commits; no other partition starts."""
+    """SERVICE-8, COMPACT-31, SERVICE-6: within the grace period the running group commits; no other
+    partition starts."""
     t = small_files_table(warehouse, "ops.events", properties={"compaction.max-concurrent-groups": "1"})
     before = rows(t.scan().to_arrow())
     service = make_service(env={"LAKEFMT_COMPACTION_READ_MB_PER_S": "0.05"})  # about 1 s per group
@@ -176,6 +182,8 @@ def test_stop_with_grace_lets_the_running_group_commit(warehouse, make_service):
 
 
 def test_cancel_skips_queued_tables(warehouse, make_service):
+    """SERVICE-17, SERVICE-21: a cancelled job skips its queued table jobs and ends cancelled; a finished
+    job cannot be cancelled (None here, 409 over HTTP)."""
     for i in range(3):
         small_files_table(warehouse, f"ops.t{i}", appends=2, rows=60)
     service = make_service(max_concurrent_jobs=1, env={"LAKEFMT_COMPACTION_READ_MB_PER_S": "0.05"})
@@ -188,7 +196,7 @@ def test_cancel_skips_queued_tables(warehouse, make_service):
 
 
 def test_quiet_windows_and_table_policies(warehouse, tmp_path):
-    """SERVICE-2/6: quiet windows are honoured unless the trigger says otherwise; [table] sections apply."""
+    """SERVICE-2, SERVICE-6: quiet windows are honoured unless the trigger says otherwise; [table] sections apply."""
     now = datetime.now(timezone.utc)
     window = f"{now:%H}:00-{(now + timedelta(hours=1)):%H}:00"
     quiet = small_files_table(warehouse, "ops.quiet", properties={"compaction.quiet-windows": window})
@@ -218,7 +226,8 @@ def test_quiet_windows_and_table_policies(warehouse, tmp_path):
 
 
 def test_transient_errors_are_retried_and_counted(warehouse, make_service, monkeypatch):
-    """SERVICE-16: a table job that hits a transient error is planned and run again."""
+    """SERVICE-16: a table job that hits a transient error is planned and run again. SERVICE-21: a
+    table job that fails makes the job failed, its error naming the failure."""
     from lakefmt.compaction import Compaction
     from lakefmt.errors import CatalogLockTimeoutError
 

@@ -9,7 +9,8 @@ from lakefmt.service.jobs import JOBS_TABLE, JobStore, now_us, stored_history
 
 
 def test_jobs_survive_a_new_store_and_a_new_catalog_handle(tmp_path):
-    """SERVICE-20/22: jobs live in the catalog, so a restarted service sees them."""
+    """SERVICE-20, SERVICE-22: jobs live in the catalog, so a restarted service sees them. SERVICE-13:
+    totals count jobs by status and sum their columns."""
     catalog = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     store = JobStore(catalog)
     job = store.create("compaction", trigger="api", scope="a.b", instance_id="i1", tables_total=1)
@@ -35,6 +36,8 @@ def test_jobs_survive_a_new_store_and_a_new_catalog_handle(tmp_path):
 
 
 def test_history_is_newest_first_and_pages(tmp_path):
+    """SERVICE-18: history is most recently finished first, pages with limit and offset, and filters
+    by status and table."""
     store = JobStore(lakefmt.Catalog(str(tmp_path / "wh"), create=True))
     ids = []
     for i in range(5):

@@ -32,7 +32,8 @@ def assert_intact(t: lakefmt.Table, before: list[tuple]) -> None:
 
 
 def test_sigterm_mid_job_leaves_the_table_intact_and_a_restart_keeps_history(tmp_path, start_service):
-    """SERVICE-8/22: SIGTERM exits 0 with the table intact; the next process sees the interrupted job."""
+    """SERVICE-8, SERVICE-22: SIGTERM exits 0 with the table intact; the next process sees the interrupted
+    job (SERVICE-21) and counts it in its totals (SERVICE-13)."""
     catalog = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
     t = small_files_table(catalog, "ops.events", properties={"compaction.max-concurrent-groups": "1"})
     before = rows(t.scan().to_arrow())

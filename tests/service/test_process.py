@@ -56,7 +56,7 @@ def test_auth_rejects_missing_and_wrong_tokens(served):
 
 
 def test_trigger_over_http_poll_and_history(served):
-    """SERVICE-15/17/18/22/27: trigger, poll until done; the table is compacted and history, metrics, logs show it."""
+    """SERVICE-14, SERVICE-15, SERVICE-17, SERVICE-18, SERVICE-22, SERVICE-27: trigger, poll until done; the table is compacted and history, metrics, logs show it."""
     proc, catalog = served
     http = proc.http
     t = catalog.load_table("api.events")
@@ -97,7 +97,8 @@ def test_trigger_over_http_poll_and_history(served):
 
 
 def test_short_cron_fires(served):
-    """SERVICE-3: a schedule of every 2 seconds compacts a new table without any request."""
+    """SERVICE-3: a schedule of every 2 seconds compacts a new table without any request. SERVICE-12,
+    SERVICE-13: status shows enabled, the schedule, last and next run, and the job totals."""
     proc, catalog = served
     t = small_files_table(catalog, "sched.events")
     deadline = time.monotonic() + 30

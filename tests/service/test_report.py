@@ -10,6 +10,8 @@ from tests.service.conftest import small_files_table
 
 
 def test_report_of_a_compacted_table(local_catalog, tmp_path, capsys):
+    """SERVICE-28: one self-contained HTML file (no script, no external resource, inline SVG) with the
+    file-size histograms per partition before and after the last compaction run."""
     t = small_files_table(local_catalog, "ops.events")
     pre = t.current_snapshot().snapshot_id
     result = t.compaction.run("binpack")

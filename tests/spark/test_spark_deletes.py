@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 
 
 def test_spark_reads_only_live_rows_and_time_travels_before_the_delete(spark: Any, catalog: lakefmt.Catalog) -> None:
-    """READ-14 through Spark: a scan, a pushed filter and a count return the live rows; the snapshot
+    """READ-14, SPARK-22 through Spark: a scan, a pushed filter and a count return the live rows; the snapshot
     before the deletes returns every row; the snapshot between them has the first delete's vectors."""
     t = small_files_table(catalog, appends=3, rows=400)
     all_rows = t.scan().to_arrow()
@@ -47,7 +47,7 @@ def test_spark_reads_only_live_rows_and_time_travels_before_the_delete(spark: An
 @pytest.mark.parametrize("strategy, options", [("binpack", {}), ("sort", {"sort_by": ["value"]})])
 def test_spark_compaction_drops_deleted_rows(spark: Any, catalog: lakefmt.Catalog, strategy: str,
                                              options: dict[str, Any]) -> None:
-    """COMPACT-32 on the ``spark`` engine: each task gets the inputs with their vectors; the outputs
+    """COMPACT-32, SPARK-22 on the ``spark`` engine: each task gets the inputs with their vectors; the outputs
     hold exactly the live rows and carry no vector."""
     t = small_files_table(catalog, appends=5, rows=300)
     t.delete("payload_id IN (1, 6)")
