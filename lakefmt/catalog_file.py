@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import duckdb
 
 from lakefmt.errors import CorruptCatalogError, NoSuchTableError, ValidationError
-from lakefmt.idempotency import WriterBatch, record_batch
+from lakefmt.idempotency import WriterBatch, last_committed_batch, record_batch
 
 ATTACHED = "lakefmt_file"  # the catalog file's name inside a session (CAT-6)
 DAMAGED = ("Could not read", "not a valid DuckDB database", "Corrupt", "checksum")  # DuckDB errors of a bad file
@@ -144,3 +146,64 @@ class CatalogSession:
             with contextlib.suppress(duckdb.Error):
                 self.con.execute("ROLLBACK")
             raise
+
+    # -- leases (CAT-9 .. CAT-11) and writer progress (PROGRESS-1): every other statement a writer
+    # runs on the catalog. Callers use these methods, never ``con``, so a catalog served over HTTP
+    # offers the same session.
+    def acquire_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str, ttl: float) -> bool:
+        """Take (or renew, for the same owner) every lease of ``keys``, or none: False if another owner holds
+        one live."""
+        now = time.time()
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for key in keys:
+                row = self.con.execute(
+                    "SELECT owner, expires_at FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ?",
+                    [table_uuid, kind, key]).fetchone()
+                if row is not None and row[0] != owner and row[1] > now:
+                    self.con.execute("ROLLBACK")
+                    return False
+                if row is not None:
+                    self.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ?",
+                                     [table_uuid, kind, key])
+                self.con.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?)",
+                                 [table_uuid, kind, key, owner, now + ttl, now])
+            self.con.execute("COMMIT")
+            return True
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise
+
+    def release_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str) -> None:
+        """Drop ``owner``'s leases on ``keys`` (others' leases are untouched)."""
+        for key in keys:
+            self.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ? AND owner = ?",
+                             [table_uuid, kind, key, owner])
+
+    def renew_lease(self, table_uuid: str, kind: str, key: str, *, owner: str, ttl: float) -> bool:
+        """Extend ``owner``'s lease to now + ``ttl`` if it is still live and still theirs (CAT-10)."""
+        now = time.time()
+        changed = self.con.execute(
+            "UPDATE leases SET expires_at = ? WHERE table_uuid = ? AND kind = ? AND lease_key = ? AND owner = ? "
+            "AND expires_at > ?", [now + ttl, table_uuid, kind, key, owner, now]).fetchone()
+        return changed is not None and changed[0] == 1
+
+    def lease_holder(self, table_uuid: str, kind: str, key: str) -> tuple[str, float] | None:
+        """The owner of a lease and when it expires, or None."""
+        row = self.con.execute("SELECT owner, expires_at FROM leases WHERE table_uuid = ? AND kind = ? "
+                               "AND lease_key = ?", [table_uuid, kind, key]).fetchone()
+        return None if row is None else (str(row[0]), float(row[1]))
+
+    def live_leases(self, table_uuid: str, kind: str | None = None) -> list[tuple[str, str, str, str, float]]:
+        """``(table_uuid, kind, key, owner, expires_at)`` of the leases not yet expired, by key."""
+        sql = "SELECT table_uuid, kind, lease_key, owner, expires_at FROM leases WHERE table_uuid = ? AND expires_at > ?"
+        params: list[object] = [table_uuid, time.time()]
+        if kind is not None:
+            sql += " AND kind = ?"
+            params.append(kind)
+        return [tuple(row) for row in self.con.execute(sql + " ORDER BY lease_key", params).fetchall()]
+
+    def last_committed_batch(self, table_uuid: str, writer_id: str, *, migrate: bool) -> int | None:
+        """The writer's last committed batch on the table (PROGRESS-1; see idempotency.last_committed_batch)."""
+        return last_committed_batch(self.con, table_uuid, writer_id, migrate=migrate)

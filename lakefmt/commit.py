@@ -27,7 +27,7 @@ from lakefmt.errors import CommitConflictError, CommitError, CommitStateUnknownE
 from lakefmt.evaluators import MetricsEvaluator, PartitionEvaluator
 from lakefmt.expressions import BoundExpression
 from lakefmt.hooks import checkpoint
-from lakefmt.idempotency import WriterBatch, last_committed_batch
+from lakefmt.idempotency import WriterBatch
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
 from lakefmt.manifest_cache import read_entries
@@ -501,7 +501,7 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
             current = session.current_location(namespace, name)
             try:
                 if writer_batch is not None:
-                    writer_batch.check(last_committed_batch(session.con, cached_meta.table_uuid,
+                    writer_batch.check(session.last_committed_batch(cached_meta.table_uuid,
                                                             writer_batch.writer_id, migrate=True),
                                        where="catalog writer_progress")
                 if attempt is not None and attempt.expected != current:

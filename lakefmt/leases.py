@@ -71,45 +71,19 @@ class Leases:
 
     def live(self, table_uuid: str, kind: str | None = None) -> list[Lease]:
         """Leases not yet expired, for one table (and one kind)."""
-        sql = "SELECT table_uuid, kind, lease_key, owner, expires_at FROM leases WHERE table_uuid = ? AND expires_at > ?"
-        params: list[object] = [table_uuid, time.time()]
-        if kind is not None:
-            sql += " AND kind = ?"
-            params.append(kind)
         with self.catalog.session() as s:
-            return [Lease(*row) for row in s.con.execute(sql + " ORDER BY lease_key", params).fetchall()]
+            return [Lease(*row) for row in s.live_leases(table_uuid, kind)]
 
 
 def acquire_in_session(s: CatalogSession, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str,
                        ttl: float) -> bool:
     """Take leases inside an open catalog session (used when a commit renews its write lease)."""
-    now = time.time()
-    s.con.execute("BEGIN TRANSACTION")
-    try:
-        for key in keys:
-            row = s.con.execute(
-                "SELECT owner, expires_at FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ?",
-                [table_uuid, kind, key]).fetchone()
-            if row is not None and row[0] != owner and row[1] > now:
-                s.con.execute("ROLLBACK")
-                return False
-            if row is not None:
-                s.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ?",
-                              [table_uuid, kind, key])
-            s.con.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?)",
-                          [table_uuid, kind, key, owner, now + ttl, now])
-        s.con.execute("COMMIT")
-        return True
-    except BaseException:
-        s.con.execute("ROLLBACK")
-        raise
+    return s.acquire_leases(table_uuid, kind, keys, owner=owner, ttl=ttl)
 
 
 def release_in_session(s: CatalogSession, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str) -> None:
     """Drop ``owner``'s leases on ``keys`` inside an open catalog session (others' leases are untouched)."""
-    for key in keys:
-        s.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ? AND owner = ?",
-                      [table_uuid, kind, key, owner])
+    s.release_leases(table_uuid, kind, keys, owner=owner)
 
 
 def renew_in_session(s: CatalogSession, table_uuid: str, kind: str, key: str, *, owner: str, ttl: float) -> bool:
@@ -118,11 +92,7 @@ def renew_in_session(s: CatalogSession, table_uuid: str, kind: str, key: str, *,
     Unlike :func:`acquire_in_session` this never takes back an expired lease: once it
     expired, orphan removal may have deleted the files it protected.
     """
-    now = time.time()
-    changed = s.con.execute(
-        "UPDATE leases SET expires_at = ? WHERE table_uuid = ? AND kind = ? AND lease_key = ? AND owner = ? "
-        "AND expires_at > ?", [now + ttl, table_uuid, kind, key, owner, now]).fetchone()
-    return changed is not None and changed[0] == 1
+    return s.renew_lease(table_uuid, kind, key, owner=owner, ttl=ttl)
 
 
 class WriteLease:
@@ -265,9 +235,7 @@ class WriteLease:
         suffices (under the lock no one else acts on the catalog), and costs the swap's
         session no extra write.
         """
-        row = None if self.lost else s.con.execute(
-            "SELECT owner, expires_at FROM leases WHERE table_uuid = ? AND kind = 'write' AND lease_key = ?",
-            [self.table_uuid, self.token]).fetchone()
+        row = None if self.lost else s.lease_holder(self.table_uuid, "write", self.token)
         if row is None or row[0] != self.token or row[1] <= time.time():
             self._renewed(False, 0.0)
             raise WriteLeaseLostError(

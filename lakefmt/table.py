@@ -23,7 +23,6 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakefmt.commit import Build, FileChange, SnapshotProducer, commit_table
 from lakefmt.errors import (
@@ -32,7 +31,7 @@ from lakefmt.errors import (
 from lakefmt.evaluators import to_arrow_expression
 from lakefmt.expressions import AlwaysTrue, Expression, bind, to_expression
 from lakefmt.hooks import checkpoint
-from lakefmt.idempotency import WriterBatch, last_batch_in_history, last_committed_batch
+from lakefmt.idempotency import WriterBatch, last_batch_in_history
 from lakefmt.leases import WriteLease, current_or_new_write_lease
 from lakefmt.manifest import DataFile
 from lakefmt.metadata import Snapshot, TableMetadata, read_metadata
@@ -463,7 +462,7 @@ class Table:
         """
         WriterBatch(writer_id, 0)  # validates the id
         with self.catalog.session() as s:
-            recorded = last_committed_batch(s.con, self.metadata.table_uuid, writer_id, migrate=False)
+            recorded = s.last_committed_batch(self.metadata.table_uuid, writer_id, migrate=False)
         in_history = last_batch_in_history(self.metadata, writer_id)
         return max((b for b in (recorded, in_history) if b is not None), default=None)
 
