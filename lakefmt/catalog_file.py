@@ -120,9 +120,14 @@ class CatalogSession:
 
     def compare_and_swap(self, namespace: str, name: str, expected: str, new: str, *,
                          operation: str, snapshot_id: int | None, summary: dict[str, Any],
-                         writer_batch: WriterBatch | None = None) -> bool:
+                         writer_batch: WriterBatch | None = None, lease_token: str | None = None) -> bool:
         """Swap the pointer if it still equals ``expected`` (CAT-4); log the commit (CAT-5), and record
-        an idempotent commit's batch as its writer's progress (PROGRESS-3)."""
+        an idempotent commit's batch as its writer's progress (PROGRESS-3).
+
+        ``lease_token`` names the write lease protecting the commit's files. This session checked
+        it under the same lock before the swap (COMMIT-19); a catalog served over HTTP checks it
+        in the swap's own transaction.
+        """
         now = utcnow()
         self.con.execute("BEGIN TRANSACTION")
         try:

@@ -518,7 +518,7 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                 raise
             checkpoint("before-swap")
             if _swap(session, namespace, name, attempt, operation=operation, snapshot_id=snapshot_id,
-                     summary=summary, writer_batch=writer_batch):
+                     summary=summary, writer_batch=writer_batch, lease_token=None if lease is None else lease.token):
                 checkpoint("after-swap")
                 return attempt.metadata, attempt.location
         io.delete_many(attempt.files)  # a writer outside the catalog lock moved the pointer
@@ -529,7 +529,8 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
 
 
 def _swap(session: CatalogSession, namespace: str, name: str, attempt: _Attempt, *, operation: str,
-          snapshot_id: int | None, summary: dict[str, Any] | None, writer_batch: WriterBatch | None) -> bool:
+          snapshot_id: int | None, summary: dict[str, Any] | None, writer_batch: WriterBatch | None,
+          lease_token: str | None = None) -> bool:
     """The compare-and-swap of a prepared attempt, with its commit-log row (CAT-4, CAT-5)."""
     new_meta, base = attempt.metadata, attempt.base
     new_snapshot = new_meta.current_snapshot
@@ -543,7 +544,7 @@ def _swap(session: CatalogSession, namespace: str, name: str, attempt: _Attempt,
     try:
         return session.compare_and_swap(namespace, name, attempt.expected, attempt.location, operation=operation,
                                         snapshot_id=log_snapshot_id, summary=log_summary,
-                                        writer_batch=writer_batch)
+                                        writer_batch=writer_batch, lease_token=lease_token)
     except Exception as exc:  # the outcome of the swap is unknown: keep every file (COMMIT-11)
         raise CommitStateUnknownError(f"catalog swap for {namespace}.{name} failed: {exc}") from exc
 
