@@ -42,16 +42,16 @@ from lakefmt.properties import (
 )
 from lakefmt.row_deletes import plan_deletes
 from lakefmt.scan import DataScan
-from lakefmt.schema import Schema, SchemaEvolution
+from lakefmt.schema import Schema
 from lakefmt.sorting import UNSORTED, SortOrder, parse_sort_by
 from lakefmt.updates import (
-    AddSchema, AssertCurrentSchema, AssertCurrentSnapshot, RemoveProperties, Requirement, SetCurrentSchema,
-    SetCurrentSnapshot, SetProperties, Update, UpgradeFormatVersion,
+    AssertCurrentSnapshot, RemoveProperties, Requirement, SetCurrentSnapshot, SetProperties, Update, UpgradeFormatVersion,
 )
 from lakefmt.write import WriteOptions, conform, write_data_files
 
 if TYPE_CHECKING:
     from lakefmt.catalog import Catalog
+    from lakefmt.schema_update import SchemaUpdate
     from lakefmt.compaction import Compaction
     from lakefmt.maintenance import CheckReport, Maintenance, TableStats
 
@@ -572,6 +572,8 @@ class Table:
     # -- schema and properties ---------------------------------------------------------
     def update_schema(self) -> SchemaUpdate:
         """Change columns by field id; commit on leaving the ``with`` block or by ``commit()``."""
+        from lakefmt.schema_update import SchemaUpdate  # the builder sits beside the table
+
         return SchemaUpdate(self)
 
     def set_properties(self, **properties: Any) -> None:
@@ -585,61 +587,3 @@ class Table:
 
     def remove_properties(self, *names: str) -> None:
         self.commit_updates([RemoveProperties(tuple(names))], operation="remove-properties")
-
-
-class SchemaUpdate:
-    """Pending schema changes of a table (SCHEMA-5, SCHEMA-6).
-
-    Example:
-        >>> with t.update_schema() as u:
-        ...     u.add_column("quality", pa.float32()).rename_column("value", "reading")
-    """
-
-    def __init__(self, table: Table) -> None:
-        self._table = table
-        meta = table.metadata
-        self._base_id = meta.current_schema_id
-        self._evolution = SchemaEvolution(meta.schema, last_column_id=meta.last_column_id)
-        for spec in meta.partition_specs:
-            for pf in spec.fields:
-                self._evolution.protect(pf.source_id, f"partition field {pf.name!r} is derived from it")
-        for order in meta.sort_orders:
-            for sf in order.fields:
-                self._evolution.protect(sf.source_id, "the table's sort order uses it")
-
-    def add_column(self, name: str, dtype: Any, *, doc: str | None = None) -> SchemaUpdate:
-        self._evolution.add_column(name, dtype, doc=doc)
-        return self
-
-    def rename_column(self, old: str, new: str) -> SchemaUpdate:
-        self._evolution.rename_column(old, new)
-        return self
-
-    def drop_column(self, name: str) -> SchemaUpdate:
-        self._evolution.drop_column(name)
-        return self
-
-    def widen_column(self, name: str, dtype: Any) -> SchemaUpdate:
-        self._evolution.widen_column(name, dtype)
-        return self
-
-    def make_optional(self, name: str) -> SchemaUpdate:
-        self._evolution.make_optional(name)
-        return self
-
-    def commit(self) -> Schema:
-        meta = self._table.metadata
-        new_id = max(s.schema_id for s in meta.schemas) + 1
-        schema = self._evolution.result(new_id)
-        self._table.commit_updates(
-            [AddSchema(schema, self._evolution.last_column_id), SetCurrentSchema(new_id)],
-            requirements=[AssertCurrentSchema(self._base_id)], operation="update-schema")
-        return schema
-
-    def __enter__(self) -> SchemaUpdate:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.commit()
-
