@@ -102,7 +102,8 @@ class Catalog:
 
     Args:
         warehouse: where table data lives: a local folder (default ``"warehouse"``),
-            ``s3://bucket/prefix`` or ``memory://name``.
+            ``s3://bucket/prefix`` or ``memory://name``; or the URL of a catalog server
+            (``http://host:8765``, ``lakefmt serve``), which names the warehouse itself.
         catalog_path: the DuckDB catalog file. Defaults to ``<warehouse>/catalog.duckdb``
             for a local warehouse; required for any other store.
         storage_options: passed to fsspec (for S3: ``endpoint_url``, ``key``, ``secret``...).
@@ -118,6 +119,9 @@ class Catalog:
             write permission) is opened read-only anyway; ``read_only`` then says so and
             :attr:`read_only_reason` says why (CAT-18). Writes raise
             :class:`ReadOnlyCatalogError`.
+        token: the bearer token of a catalog server; only with an ``http(s)://`` URL as
+            ``warehouse``, which opens a :class:`lakefmt.catalog_client.RemoteCatalog`
+            (spec/catalog-http.md; default token ``$LAKEFMT_CATALOG_TOKEN``).
 
     Example:
         >>> cat = Catalog("warehouse", create=True)
@@ -125,9 +129,20 @@ class Catalog:
         >>> Catalog("warehouse").load_table("artemis.downlinks")  # later: open the existing one
     """
 
+    def __new__(cls, warehouse: str = "warehouse", *args: Any, **kwargs: Any) -> Catalog:  # noqa: PYI034
+        """A catalog server's URL (``http://host:8765``) opens a :class:`lakefmt.catalog_client.RemoteCatalog`."""
+        if cls is Catalog and isinstance(warehouse, str) and warehouse.lower().startswith(("http://", "https://")):
+            from lakefmt.catalog_client import RemoteCatalog  # HTTP client: loaded only for a server URL
+
+            return super().__new__(RemoteCatalog)
+        return super().__new__(cls)
+
     def __init__(self, warehouse: str = "warehouse", *, catalog_path: str | None = None,
                  storage_options: dict[str, Any] | None = None, lock_timeout: float = 30.0,
-                 create: bool = False, read_only: bool = False) -> None:
+                 create: bool = False, read_only: bool = False, token: str | None = None) -> None:
+        if token is not None:
+            raise ValidationError(f"token=... is for a catalog server URL (http://host:port); the warehouse "
+                                  f"{warehouse!r} is opened through its catalog file directly")
         self._configure(warehouse, catalog_path, storage_options, lock_timeout, read_only)
         self._open(create=create, over_tables=False)
 
@@ -448,6 +463,9 @@ class Catalog:
         """
         from lakefmt.recovery import register_found_tables  # recovery reads tables, above the catalog
 
+        if isinstance(warehouse, str) and warehouse.lower().startswith(("http://", "https://")):
+            raise ValidationError("recover rebuilds a catalog file: run it on the catalog server's machine, "
+                                  "against its catalog file")
         catalog = cls.__new__(cls)
         catalog._configure(warehouse, catalog_path, storage_options, lock_timeout, read_only=False)
         catalog._open(create=True, over_tables=True)

@@ -508,24 +508,43 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                     io.delete_many(attempt.files)  # built on a base that is no longer current
                     attempt = None
                 if attempt is None:
-                    attempt = prepare(cached_meta if current == cached_location else read_metadata(io, current),
-                                      current)
-                if lease is not None:
+                    attempt = _prepare_on_current(prepare, io, session, namespace, name, current,
+                                                  cached_meta if current == cached_location else None)
+                if attempt is not None and lease is not None:
                     lease.verify_in_session(session)  # COMMIT-19: its files are still protected
             except BaseException:
                 if attempt is not None:
                     io.delete_many(attempt.files)
                 raise
-            checkpoint("before-swap")
-            if _swap(session, namespace, name, attempt, operation=operation, snapshot_id=snapshot_id,
-                     summary=summary, writer_batch=writer_batch, lease_token=None if lease is None else lease.token):
-                checkpoint("after-swap")
-                return attempt.metadata, attempt.location
-        io.delete_many(attempt.files)  # a writer outside the catalog lock moved the pointer
+            if attempt is not None:
+                checkpoint("before-swap")
+                if _swap(session, namespace, name, attempt, operation=operation, snapshot_id=snapshot_id,
+                         summary=summary, writer_batch=writer_batch,
+                         lease_token=None if lease is None else lease.token):
+                    checkpoint("after-swap")
+                    return attempt.metadata, attempt.location
+        if attempt is not None:
+            io.delete_many(attempt.files)  # a writer outside the catalog lock moved the pointer
         attempt = None
         time.sleep(min(wait_ms, max_wait_ms) / 1000 * (0.5 + random.random()))
         wait_ms = max(1, wait_ms * 2)
     raise CommitError(f"commit to {namespace}.{name} lost the race {retries + 1} times; giving up")
+
+
+def _prepare_on_current(prepare: Callable[[TableMetadata, str], _Attempt], io: FileIO, session: CatalogSession,
+                        namespace: str, name: str, current: str, cached: TableMetadata | None) -> _Attempt | None:
+    """Prepare an attempt on the current metadata; None when that base vanished meanwhile (a lost race).
+
+    Without a catalog lock (a catalog served over HTTP) a concurrent snapshot expiry may delete
+    files of a base that another commit has just replaced; the pointer has then moved. Under
+    the lock, or when the pointer has not moved, a missing file is damage and is raised.
+    """
+    try:
+        return prepare(cached if cached is not None else read_metadata(io, current), current)
+    except MissingFileError:
+        if session.current_location(namespace, name) == current:
+            raise
+        return None
 
 
 def _swap(session: CatalogSession, namespace: str, name: str, attempt: _Attempt, *, operation: str,

@@ -11,7 +11,8 @@ Points: ``after-data-files``, ``after-manifests``, ``after-manifest-list``,
 ``after-metadata-file``, ``before-swap``, ``after-swap``,
 ``compaction-before-commit``; of maintenance (spec/maintenance.md): ``expire-before-commit``,
 ``expire-after-swap``, ``orphans-listing`` (after the first listed file) and
-``orphans-before-reachability``.
+``orphans-before-reachability``; of the catalog server's commit handler (spec/catalog-http.md):
+``catalog-http-before-swap`` and ``catalog-http-after-swap`` (committed, answer not yet sent).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ import time
 
 POINTS = ("after-data-files", "after-manifests", "after-manifest-list", "after-metadata-file",
           "before-swap", "after-swap", "compaction-before-commit", "expire-before-commit",
-          "expire-after-swap", "orphans-listing", "orphans-before-reachability")
+          "expire-after-swap", "orphans-listing", "orphans-before-reachability", "catalog-http-before-swap",
+          "catalog-http-after-swap")
 
 
 def checkpoint(point: str) -> None:

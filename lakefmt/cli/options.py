@@ -1,7 +1,8 @@
 """The options every ``lakefmt`` command shares, and opening the catalog they name.
 
-``--warehouse``, ``--catalog-path`` and ``--storage-option`` are accepted before or after
-the command name (a value after it wins). Nothing here imports pyarrow or DuckDB: the
+``--warehouse``, ``--catalog-path``, ``--storage-option`` and ``--token`` are accepted before or
+after the command name (a value after it wins). A catalog server's URL as ``--warehouse`` (or
+``--catalog``) opens the catalog over HTTP with ``--token`` or ``$LAKEFMT_CATALOG_TOKEN``. Nothing here imports pyarrow or DuckDB: the
 catalog is imported when a command opens it, so building the parser stays cheap.
 """
 
@@ -35,10 +36,14 @@ def add_global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> No
         return argparse.SUPPRESS if suppress else value
 
     parser.add_argument("--warehouse", default=default(os.environ.get("LAKEFMT_WAREHOUSE", "warehouse")),
-                        help="warehouse location: a folder, s3://bucket/prefix or memory://name "
-                             "(default: $LAKEFMT_WAREHOUSE or ./warehouse)")
-    parser.add_argument("--catalog-path", default=default(os.environ.get("LAKEFMT_CATALOG_PATH")),
-                        help="the DuckDB catalog file (default: <warehouse>/catalog.duckdb; required for S3)")
+                        help="warehouse location: a folder, s3://bucket/prefix or memory://name, or a catalog "
+                             "server's URL http://host:8765 (default: $LAKEFMT_WAREHOUSE or ./warehouse)")
+    parser.add_argument("--catalog-path", "--catalog", default=default(os.environ.get("LAKEFMT_CATALOG_PATH")),
+                        help="the DuckDB catalog file (default: <warehouse>/catalog.duckdb; required for S3), "
+                             "or a catalog server's URL")
+    parser.add_argument("--token", default=default(os.environ.get("LAKEFMT_CATALOG_TOKEN")),
+                        help="bearer token of a catalog server (default: $LAKEFMT_CATALOG_TOKEN; prefer the "
+                             "variable: a command line is visible to other users)")
     parser.add_argument("--storage-option", action="append", dest="storage_option", metavar="KEY=VALUE",
                         default=default([]),
                         help="fsspec storage option, repeatable, e.g. endpoint_url=http://127.0.0.1:9000")
@@ -99,6 +104,11 @@ def open_catalog(args: argparse.Namespace, *, create: bool = False) -> Catalog:
     options = getattr(args, "storage_options", None)
     if not isinstance(options, dict):
         options = parse_storage_options(getattr(args, "storage_option", None))
+    if isinstance(catalog_path, str) and catalog_path.lower().startswith(("http://", "https://")):
+        warehouse, catalog_path = catalog_path, None  # --catalog http://...: the server names the warehouse
+    if warehouse.lower().startswith(("http://", "https://")):
+        return Catalog(warehouse, catalog_path=catalog_path, storage_options=options, create=create,
+                       token=getattr(args, "token", None) or os.environ.get("LAKEFMT_CATALOG_TOKEN"))
     return Catalog(warehouse, catalog_path=catalog_path, storage_options=options, create=create)
 
 

@@ -1,9 +1,9 @@
 """The HTTP API of ``lakefmt serve`` (spec/service.md §HTTP API, SERVICE-9..SERVICE-19).
 
 :func:`create_app` builds a FastAPI application over a running
-:class:`~lakefmt.service.daemon.CompactionService`. Routes under ``/api/v1`` and
-``/metrics`` need ``Authorization: Bearer <token>`` when a token is configured
-(SERVICE-10); ``/``, ``/healthz``, ``/openapi.json`` and ``/docs`` never do. ``/docs`` is
+:class:`~lakefmt.service.daemon.CompactionService`. Routes under ``/api/v1``, ``/catalog/v1``
+(the catalog over HTTP, :mod:`lakefmt.service.catalog_api`) and ``/metrics`` need
+``Authorization: Bearer <token>`` when a token is configured (SERVICE-10); ``/``, ``/healthz``, ``/openapi.json`` and ``/docs`` never do. ``/docs`` is
 Swagger UI served from the installed ``swagger-ui-bundle`` package under ``/docs/assets``,
 so it works without internet access (SERVICE-19). The response
 bodies are the pydantic models of :mod:`lakefmt.service.models`, so the OpenAPI
@@ -32,6 +32,7 @@ from lakefmt import __version__
 from lakefmt.catalog import parse_identifier
 from lakefmt.errors import InvalidNameError, NoSuchTableError, ValidationError
 from lakefmt.service import models as m
+from lakefmt.service.catalog_api import catalog_router
 from lakefmt.service.config import JOB_KINDS
 from lakefmt.service.daemon import CompactionService, ServiceStoppingError
 from lakefmt.service.jobs import iso
@@ -258,4 +259,5 @@ def create_app(service: CompactionService) -> FastAPI:
                                         status=status)
         return m.History(jobs=[job_model(r, details=details) for r in records], limit=limit, offset=offset)
 
+    app.include_router(catalog_router(service.catalog, auth))  # the catalog over HTTP (spec/catalog-http.md)
     return app

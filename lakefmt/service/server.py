@@ -35,7 +35,9 @@ logger = logging.getLogger(LOGGER_NAME)
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (IPv4 or IPv6)."""
     info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    sock = socket.socket(info[0], socket.SOCK_STREAM)
+    # The protocol number makes asyncio set TCP_NODELAY on accepted connections: without it a kept-alive
+    # connection waits ~40 ms (Nagle's algorithm against delayed ACKs) for each answer's body.
+    sock = socket.socket(info[0], socket.SOCK_STREAM, info[2])
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(info[4])
     sock.listen(128)  # connections queue from now on, before uvicorn's loop accepts them

@@ -9,6 +9,8 @@ Example:
     >>> df = spark.read.format("lakefmt").option("catalog", "warehouse").load("artemis.downlinks")
     >>> df.write.format("lakefmt").option("catalog", "warehouse").mode("append").save("artemis.downlinks")
     >>> t.compaction.run(strategy="zorder", columns=["payload_id"], engine="spark", spark=spark)
+    >>> lakefmt.spark.read_native(spark, t, filter="payload_id = 3")   # Spark's own Parquet reader
+    >>> lakefmt.spark.write_native(df, t)                               # Spark's own Parquet writer
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ from __future__ import annotations
 from typing import Any
 
 from lakefmt.spark.compaction import SparkRewriter
+from lakefmt.spark.native_read import read_native
+from lakefmt.spark.native_write import write_native
 from lakefmt.spark.source import LakefmtDataSource
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 SPARK_DEFAULT_ARROW_BATCH = "10000"
 
-__all__ = ["ARROW_BATCH_CONF", "FILTER_PUSHDOWN_CONF", "LakefmtDataSource", "SparkRewriter", "register"]
+__all__ = ["ARROW_BATCH_CONF", "FILTER_PUSHDOWN_CONF", "LakefmtDataSource", "SparkRewriter", "read_native", "register",
+           "write_native"]
 
 
 def register(spark: Any, *, arrow_batch_rows: int | None = 100_000) -> None:

@@ -9,7 +9,8 @@ only the warehouse's file IO from it.
 option                 meaning
 =====================  ======================================================================
 ``path`` / ``table``   ``namespace.table`` (``load(...)``/``save(...)`` set ``path``)
-``catalog``            the warehouse location (alias ``warehouse``)
+``catalog``            the warehouse location (alias ``warehouse``), or a catalog server's URL
+``token``              the catalog server's bearer token (default ``$LAKEFMT_CATALOG_TOKEN``)
 ``catalog-path``       the DuckDB catalog file (default ``<warehouse>/catalog.duckdb``)
 ``storage.<key>``      one fsspec storage option, e.g. ``storage.endpoint_url``
 ``storage-options``    all storage options as one JSON object
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -50,12 +51,18 @@ TEST_OPTION_PREFIX = "lakefmt.test."
 
 @dataclass(frozen=True)
 class TableRef:
-    """A table named by plain data: warehouse, catalog file, storage options, identifier."""
+    """A table named by plain data: warehouse, catalog file, storage options, identifier.
+
+    With a catalog server (``catalog_url``), ``warehouse`` is the one the server names, resolved
+    on the driver, so executors reach the files without asking the server.
+    """
 
     warehouse: str
     identifier: str
     catalog_path: str | None = None
     storage_options: dict[str, Any] = field(default_factory=dict)
+    catalog_url: str | None = None
+    token: str | None = field(default=None, repr=False)
 
     @staticmethod
     def from_options(options: Mapping[str, str]) -> TableRef:
@@ -73,11 +80,17 @@ class TableRef:
         for key, value in opts.items():
             if key.startswith("storage."):
                 storage[key[len("storage."):]] = value
+        if warehouse.lower().startswith(("http://", "https://")):  # a catalog server (spec/catalog-http.md)
+            ref = TableRef(warehouse, identifier, opts.get("catalog-path"), storage, warehouse, opts.get("token"))
+            return replace(ref, warehouse=ref.catalog().warehouse)
         return TableRef(warehouse, identifier, opts.get("catalog-path"), storage)
 
     def catalog(self) -> Catalog:
         from lakefmt.catalog import Catalog  # driver side only; executors never open the catalog
 
+        if self.catalog_url is not None:
+            return Catalog(self.catalog_url, catalog_path=self.catalog_path, storage_options=self.storage_options,
+                           token=self.token)
         return Catalog(self.warehouse, catalog_path=self.catalog_path, storage_options=self.storage_options)
 
     def load(self) -> Table:

@@ -64,6 +64,9 @@ class LakefmtDataSource(DataSource):
             ref = TableRef.from_options(self.options)
             table = ref.load()
             opts = lowered(self.options)
+            if opts.get("native", "false").lower() != "false":  # SPARK-23: a Python source cannot hand back a JVM scan
+                raise ValidationError("option 'native' is not supported by format('lakefmt'): for Spark's own "
+                                      "Parquet reader use lakefmt.spark.read_native(spark, table, catalog=...)")
             snapshot_id = int(opts["snapshot-id"]) if opts.get("snapshot-id") else None
             scan = table.scan(snapshot_id=snapshot_id, as_of=as_of_option(self.options))
             row_filter = to_expression(opts.get("filter") or None)

@@ -1,0 +1,462 @@
+"""The catalog served over HTTP by ``lakefmt serve``: :class:`RemoteCatalog` (spec/catalog-http.md, CATHTTP-14).
+
+``lakefmt.Catalog("http://host:8765", token=...)`` returns a :class:`RemoteCatalog`. It
+asks the server's ``/catalog/v1/config`` for the warehouse (CATHTTP-4) and reads and writes table
+files there itself (S3 through ``storage_options``); only catalog operations (names,
+the pointer's compare-and-swap, leases, writer progress, the commit log) go over HTTP,
+with the standard library's ``http.client``: one keep-alive connection per thread.
+:meth:`RemoteCatalog.session` yields a :class:`RemoteSession` with the methods of
+:class:`lakefmt.catalog_file.CatalogSession`, so tables, commits, leases, compaction and
+maintenance run unchanged. It holds no lock: each call is one request, which the server
+runs in one session of its catalog file, and the swap is still one DuckDB transaction
+there (CAT-4), with the write lease (COMMIT-19) and writer progress (PROGRESS-3) checked
+in it (CATHTTP-8).
+
+A commit whose request fails on the connection is sent again with the same body within
+``retry_seconds``: the server applies a commit at most once (CATHTTP-9). If the outcome
+stays unknown, the pointer and the commit log decide it (CATHTTP-13, COMMIT-11), else
+:class:`CommitStateUnknownError`. A server error comes back as the same lakefmt error class
+(CATHTTP-3). What only a process holding
+the catalog file can do (``recover``, ``register_table``, SQL on the file such as the
+service's job tables) raises :class:`ValidationError`; ``checkpoint`` is a no-op, as the
+server checkpoints its own file (CAT-22).
+
+Example:
+    >>> cat = lakefmt.Catalog("http://catalog.internal:8765", token=os.environ["TOKEN"],
+    ...                       storage_options={"endpoint_url": "http://minio:9000"})
+    >>> cat.load_table("artemis.downlinks").append(batch)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakefmt import errors
+from lakefmt.catalog import Catalog
+from lakefmt.catalog_file import CommitRecord
+from lakefmt.catalog_http import (
+    API_PREFIX,
+    TOKEN_ENV,
+    CatalogServerError,
+    CatalogUnauthorizedError,
+    HttpClient,
+    is_catalog_url,
+)
+from lakefmt.errors import CommitStateUnknownError, LakefmtError, ReadOnlyCatalogError, ValidationError
+from lakefmt.idempotency import WriterBatch
+from lakefmt.io import FileIO, join, normalize_location
+from lakefmt.metadata import FORMAT_VERSIONS
+from lakefmt.names import parse_identifier, validate_name
+
+if TYPE_CHECKING:
+    from lakefmt.table import Table
+
+__all__ = ["API_PREFIX", "TOKEN_ENV", "CatalogServerError", "CatalogUnauthorizedError", "RemoteCatalog",
+           "RemoteSession", "is_catalog_url"]
+_LEASE_MARGIN = 5.0  # a lease this client took is answered from memory while it lives this much longer
+POINTER_SECONDS = 1.0
+"""For this long after this client's own commit, a session's read of the table's pointer answers that commit."""
+REFUSED_POINTER_SECONDS = 0.05
+"""For this long after a refused swap, a session's read of the pointer answers the one the refusal named."""
+
+
+def _q(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+class RemoteCatalog(Catalog):
+    """A catalog served by ``lakefmt serve`` at ``url`` (see the module documentation).
+
+    Args:
+        warehouse: the server's URL, e.g. ``http://catalog.internal:8765``.
+        token: the server's bearer token; default ``$LAKEFMT_CATALOG_TOKEN``.
+        storage_options: fsspec options for the warehouse the server names (S3 credentials...).
+        timeout: seconds to wait for one answer.
+        retry_seconds: how long a request that got no answer is sent again (a server restart).
+        read_only: refuse every write before anything is written.
+        catalog_path, create, lock_timeout: belong to the server's catalog file: ``catalog_path``
+            must be None, ``create`` and ``lock_timeout`` are ignored.
+    """
+
+    def __init__(self, warehouse: str, *, catalog_path: str | None = None,
+                 storage_options: dict[str, Any] | None = None, lock_timeout: float = 30.0,
+                 create: bool = False, read_only: bool = False, token: str | None = None,
+                 timeout: float = 60.0, retry_seconds: float = 30.0) -> None:
+        if catalog_path is not None:
+            raise errors.InvalidCatalogPathError(
+                f"catalog_path={catalog_path!r} cannot be combined with the catalog server {warehouse}: the "
+                "server owns its catalog file")
+        token = token if token is not None else os.environ.get(TOKEN_ENV)
+        if token is not None and (not isinstance(token, str) or not token.strip()):
+            raise ValidationError("token must be a non-empty string (an empty token would send no credentials)")
+        self.url = warehouse.rstrip("/")
+        self.retry_seconds = float(retry_seconds)
+        self.lock_timeout = float(lock_timeout)
+        self._http = HttpClient(self.url, token, timeout=float(timeout), retry_seconds=self.retry_seconds)
+        self._own_leases: dict[tuple[str, str, str], tuple[str, float]] = {}
+        self._pointers: dict[tuple[str, str], tuple[str, float]] = {}  # -> (location, until when it answers)
+        self._memory_lock = threading.Lock()
+        config = self._json("GET", "/config")
+        self.server = str(config.get("server", ""))
+        self.format_versions = tuple(config.get("format-versions", FORMAT_VERSIONS))
+        self.warehouse = normalize_location(str(config["warehouse"]))
+        self.io = FileIO(self.warehouse, storage_options)
+        self.catalog_path = None  # type: ignore[assignment]
+        self.read_only = bool(read_only) or bool(config.get("read-only"))
+        self.read_only_reason = ("opened with read_only=True" if read_only else
+                                 "the server's catalog is read-only" if self.read_only else None)
+
+    def __repr__(self) -> str:
+        return f"RemoteCatalog({self.url!r}, warehouse={self.warehouse!r})"
+
+    def _read_only_error(self, what: str) -> ReadOnlyCatalogError:
+        return ReadOnlyCatalogError(f"cannot {what}: the catalog server {self.url} is open read-only "
+                                    f"({self.read_only_reason}). Nothing was written")
+
+    def _call(self, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, Any, bool]:
+        return self._http.call(method, path, body, **kwargs)
+
+    def _json(self, method: str, path: str, body: Any = None) -> Any:
+        return self._http.request_json(method, path, body)
+
+    def _table(self, namespace: str, name: str, *, retry: bool = True) -> dict[str, Any]:
+        status, payload, _ = self._call("GET", f"/namespaces/{_q(namespace)}/tables/{_q(name)}", retry=retry)
+        if status >= 400:
+            raise self._http.error(status, payload)
+        return payload
+
+    def _told(self, namespace: str, name: str, location: str | None, until: float) -> None:
+        """Remember the pointer an answer about our own swap named, to answer the next read until ``until``."""
+        with self._memory_lock:
+            if location is None:
+                self._pointers.pop((namespace, name), None)
+            else:
+                self._pointers[(namespace, name)] = (location, until)
+
+    def _pointer(self, namespace: str, name: str) -> str:
+        """The table's pointer: the one the answer to this client's last swap named, if recent, else asked.
+
+        Without the catalog lock a read is out of date as soon as it is answered, and the swap on
+        the server decides. After its own commit (for :data:`POINTER_SECONDS`) a writer has built
+        its next commit on that pointer already, so a read would only learn one request earlier
+        that the swap will be refused; right after a refusal (for :data:`REFUSED_POINTER_SECONDS`)
+        the refusal named the newest pointer (CATHTTP-10), which the rebuilt attempt starts from
+        (COMMIT-7). Each such answer is used once; every other read asks the server.
+        """
+        with self._memory_lock:
+            known = self._pointers.pop((namespace, name), None)
+        if known is not None and time.monotonic() < known[1]:
+            return known[0]
+        return str(self._table(namespace, name)["metadata_location"])
+
+    # -- the catalog's own operations ---------------------------------------------
+    @contextlib.contextmanager
+    def session(self, *, checkpoint: bool = False) -> Iterator[RemoteSession]:  # type: ignore[override]
+        """A :class:`RemoteSession`: each call is one request; no lock is held between calls."""
+        yield RemoteSession(self)
+
+    def create_namespace(self, namespace: str, properties: dict[str, str] | None = None) -> None:
+        validate_name(namespace, "namespace")
+        self._check_writable(f"create namespace {namespace}")
+        status, payload, uncertain = self._call("POST", "/namespaces",
+                                                {"namespace": namespace, "properties": properties or {}})
+        if status >= 400 and not (uncertain and status == 409):  # 409 after a resend: ours was applied
+            raise self._http.error(status, payload)
+
+    def list_namespaces(self) -> list[str]:
+        answer = self._json("GET", "/namespaces")
+        return list(answer["namespaces"] if isinstance(answer, dict) else answer)
+
+    def drop_namespace(self, namespace: str) -> None:
+        validate_name(namespace, "namespace")
+        self._check_writable(f"drop namespace {namespace}")
+        status, payload, uncertain = self._call("DELETE", f"/namespaces/{_q(namespace)}")
+        if status >= 400 and not (uncertain and status == 404):
+            raise self._http.error(status, payload)
+
+    def create_table(self, identifier: str | Sequence[str], schema: pa.Schema | Any, *,
+                     partition_by: Sequence[str] = (), sort_by: Sequence[str] = (),
+                     properties: dict[str, str] | None = None, format_version: int = 1) -> Table:
+        """As :meth:`Catalog.create_table`: the first metadata file is written here, then registered (CATHTTP-7)."""
+        from lakefmt.table import Table, new_table_metadata  # table sits above the catalog
+
+        namespace, name = parse_identifier(identifier)
+        self._check_writable(f"create table {namespace}.{name}")
+        if self.table_exists((namespace, name)):  # refused before a file is written (the server checks again)
+            raise errors.TableExistsError(f"table {namespace}.{name} already exists")
+        table_uuid = str(uuid.uuid4())
+        location = join(self.warehouse, namespace, f"{name}-{table_uuid.replace('-', '')[:12]}")
+        metadata = new_table_metadata(schema, location=location, table_uuid=table_uuid, partition_by=partition_by,
+                                      sort_by=sort_by, properties=properties or {})
+        if format_version != metadata.format_version:
+            if format_version not in FORMAT_VERSIONS:
+                raise ValidationError(f"format_version must be one of {FORMAT_VERSIONS}, got {format_version!r}")
+            metadata = metadata.evolve(format_version=format_version)
+        metadata_location = join(location, "metadata", f"v{1:06d}-{uuid.uuid4()}.metadata.json")
+        self.io.write_bytes(metadata_location, metadata.dump_bytes())
+        self.io.sync()  # durable before the catalog names it (COMMIT-20)
+        body = {"name": name, "table_uuid": table_uuid, "metadata_location": metadata_location}
+        # Without an answer (CatalogServerError) the table may exist: its metadata file is kept.
+        status, payload, uncertain = self._call("POST", f"/namespaces/{_q(namespace)}/tables", body)
+        if status >= 400 and not (uncertain and status == 409 and self._table(namespace, name).get(
+                "table_uuid") == table_uuid):
+            with contextlib.suppress(Exception):
+                self.io.delete(metadata_location)  # refused: nothing names the file
+            raise self._http.error(status, payload)
+        return Table(self, (namespace, name), metadata, metadata_location)
+
+    def register_table(self, identifier: str | Sequence[str], metadata_location: str) -> Table:
+        raise ValidationError(f"register_table runs where the catalog file is: on the server's machine, "
+                              f"`lakefmt register` against its catalog file (the server at {self.url} keeps "
+                              "serving meanwhile)")
+
+    @classmethod
+    def recover(cls, *args: Any, **kwargs: Any) -> Any:
+        raise ValidationError("recover rebuilds a catalog file: run `lakefmt recover` on the catalog server's "
+                              "machine, against its catalog file")
+
+    def current_metadata_location(self, identifier: str | Sequence[str]) -> str:
+        namespace, name = parse_identifier(identifier)
+        return str(self._table(namespace, name)["metadata_location"])
+
+    def table_exists(self, identifier: str | Sequence[str]) -> bool:
+        namespace, name = parse_identifier(identifier)
+        status, payload, _ = self._call("GET", f"/namespaces/{_q(namespace)}/tables/{_q(name)}")
+        if status == 404:
+            return False
+        if status >= 400:
+            raise self._http.error(status, payload)
+        return True
+
+    def list_tables(self, namespace: str | None = None) -> list[str]:
+        spaces = self.list_namespaces() if namespace is None else [namespace]
+        out: list[str] = []
+        for ns in spaces:
+            validate_name(ns, "namespace")
+            status, payload, _ = self._call("GET", f"/namespaces/{_q(ns)}/tables")
+            if status == 404 and namespace is None:
+                continue  # dropped meanwhile
+            if status >= 400:
+                raise self._http.error(status, payload)
+            out += [t if "." in t else f"{ns}.{t}" for t in payload["tables"]]
+        return sorted(out)
+
+    def rename_table(self, old: str | Sequence[str], new: str | Sequence[str]) -> None:
+        old_ns, old_name = parse_identifier(old)
+        new_ns, new_name = parse_identifier(new)
+        self._check_writable(f"rename table {old_ns}.{old_name}")
+        status, payload, uncertain = self._call("POST", "/tables/rename",
+                                                {"from": f"{old_ns}.{old_name}", "to": f"{new_ns}.{new_name}"})
+        if status >= 400 and not (uncertain and status == 404 and self.table_exists((new_ns, new_name))):
+            raise self._http.error(status, payload)
+
+    def drop_table(self, identifier: str | Sequence[str], *, purge: bool = False) -> None:
+        """Remove the table from the server's catalog; with ``purge`` the server also deletes its files (CAT-8)."""
+        namespace, name = parse_identifier(identifier)
+        self._check_writable(f"drop table {namespace}.{name}")
+        path = f"/namespaces/{_q(namespace)}/tables/{_q(name)}?purge={'true' if purge else 'false'}"
+        status, payload, uncertain = self._call("DELETE", path)
+        if status >= 400 and not (uncertain and status == 404):
+            raise self._http.error(status, payload)
+
+    def checkpoint(self) -> None:
+        """Nothing to do here: the server checkpoints its own catalog file (CAT-22)."""
+
+    def commit_log(self, identifier: str | Sequence[str] | None = None, *, limit: int | None = None
+                   ) -> list[CommitRecord]:
+        """Commits recorded by the server's catalog, newest first (CAT-5)."""
+        query: dict[str, Any] = {}
+        if identifier is not None:
+            query["namespace"], query["name"] = parse_identifier(identifier)
+        if limit is not None:
+            query["limit"] = int(limit)
+        return self._commit_log(query)
+
+    def _commit_log(self, query: dict[str, Any], *, retry: bool = True) -> list[CommitRecord]:
+        path = "/commit-log" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        status, payload, _ = self._call("GET", path, retry=retry)
+        if status >= 400:
+            raise self._http.error(status, payload)
+        rows = payload["commits"] if isinstance(payload, dict) else payload
+        return [_record(r) for r in rows]
+
+    # -- the commit's swap ---------------------------------------------------------
+    def _commit(self, namespace: str, name: str, body: dict[str, Any]) -> bool:
+        """Send the swap (again after a lost answer: the server applies it once, CATHTTP-9); True if committed.
+
+        A refusal (pointer moved, write lease lost, batch already committed) returns False:
+        ``commit_table``'s next session reads the pointer, the lease and the writer's progress
+        again and raises the matching error, deleting the attempt's files.
+        """
+        path = f"/namespaces/{_q(namespace)}/tables/{_q(name)}/commit"
+        started = time.monotonic()
+        try:  # a 500 may have been raised after the transaction committed: unknown, so sent again
+            status, payload, uncertain = self._call("POST", path, body, retry_status=(500,))
+        except CatalogServerError as exc:
+            return self._settle(namespace, name, body, exc)
+        if status == 200 and isinstance(payload, dict) and payload.get("committed"):
+            self._told(namespace, name, None if payload.get("replayed") else body["new"], started + POINTER_SECONDS)
+            return True
+        if status == 409:
+            if isinstance(payload, dict) and payload.get("current"):
+                self._told(namespace, name, str(payload["current"]), time.monotonic() + REFUSED_POINTER_SECONDS)
+            if isinstance(payload, dict) and payload.get("reason") == "write-lease-lost":
+                self._forget_lease("write", body.get("lease_token"))  # the next session asks the server
+            # The server answers a resend of an applied commit "committed"; checked here as well (COMMIT-11).
+            return uncertain and self._logged(namespace, name, body["new"])
+        raise self._http.error(status, payload)
+
+    def _logged(self, namespace: str, name: str, new: str, *, retry: bool = True) -> bool:
+        rows = self._commit_log({"namespace": namespace, "name": name, "new_metadata_location": new}, retry=retry)
+        return any(r.new_metadata_location == new for r in rows)
+
+    def _settle(self, namespace: str, name: str, body: dict[str, Any], problem: Exception) -> bool:
+        """The outcome of a swap sent without an answer, from the pointer and the commit log (COMMIT-11).
+
+        The pointer is read first: once it has moved away from ``expected`` the swap can no longer
+        happen (a request still on its way would be refused), so the commit log tells whether it did
+        (CATHTTP-13). While the pointer is still ``expected`` the outcome stays unknown.
+        """
+        try:
+            current = self._table(namespace, name, retry=False)["metadata_location"]
+            if current == body["new"]:
+                return True
+            if current != body["expected"]:
+                return self._logged(namespace, name, body["new"], retry=False)
+        except LakefmtError:
+            pass
+        raise CommitStateUnknownError(
+            f"the commit of {namespace}.{name} to {body['new']} got no answer from the catalog server {self.url} "
+            f"({problem}); whether it was applied is unknown, so its files are kept (COMMIT-11). Check "
+            "the table's history once the server is back")
+
+    # -- leases this client took: known live until they expire ---------------------------
+    def _remember_lease(self, key: tuple[str, str, str], owner: str, expires_at: float | None) -> None:
+        with self._memory_lock:
+            if expires_at is None:
+                self._own_leases.pop(key, None)
+            else:
+                self._own_leases[key] = (owner, expires_at)
+
+    def _forget_lease(self, kind: str, key: object) -> None:
+        with self._memory_lock:
+            for known in [k for k in self._own_leases if k[1] == kind and k[2] == key]:
+                del self._own_leases[known]
+
+    def _known_lease(self, key: tuple[str, str, str]) -> tuple[str, float] | None:
+        with self._memory_lock:
+            known = self._own_leases.get(key)
+        return known if known is not None and known[1] - time.time() > _LEASE_MARGIN else None
+
+
+def _record(row: dict[str, Any]) -> CommitRecord:
+    committed_at = row["committed_at"]
+    if isinstance(committed_at, str):
+        committed_at = datetime.fromisoformat(committed_at.replace("Z", "+00:00"))
+    if committed_at.tzinfo is None:
+        committed_at = committed_at.replace(tzinfo=timezone.utc)
+    identifier = row.get("identifier") or f"{row['namespace']}.{row['name']}"
+    summary = row.get("summary") or {}
+    return CommitRecord(identifier, int(row["version"]), row.get("old_metadata_location"),
+                        row["new_metadata_location"], committed_at, row["operation"], row.get("snapshot_id"),
+                        json.loads(summary) if isinstance(summary, str) else dict(summary))
+
+
+class RemoteSession:
+    """The methods of :class:`lakefmt.catalog_file.CatalogSession`, each one request to the server.
+
+    There is no lock across calls: what must be atomic happens in one request (the swap with
+    its lease and progress checks, taking several leases).
+    """
+
+    def __init__(self, catalog: RemoteCatalog) -> None:
+        self.catalog = catalog
+        self.where = f"in catalog server {catalog.url} (warehouse {catalog.warehouse})"
+
+    @property
+    def con(self) -> Any:
+        raise ValidationError(f"SQL on the catalog file runs only where the file is; the catalog server "
+                              f"{self.catalog.url} offers the catalog's operations only (spec/catalog-http.md)")
+
+    def no_such_table(self, namespace: str, name: str) -> errors.NoSuchTableError:
+        return errors.NoSuchTableError(f"table {namespace}.{name} does not exist {self.where}")
+
+    def current_location(self, namespace: str, name: str) -> str:
+        """The table's pointer (from the server's last answer about it within :data:`POINTER_SECONDS`)."""
+        return self.catalog._pointer(namespace, name)
+
+    def compare_and_swap(self, namespace: str, name: str, expected: str, new: str, *,
+                         operation: str, snapshot_id: int | None, summary: dict[str, Any],
+                         writer_batch: WriterBatch | None = None, lease_token: str | None = None) -> bool:
+        """The server swaps the pointer if it still equals ``expected`` (CAT-4), in one transaction with the
+        lease check (COMMIT-19), the commit-log row (CAT-5) and the writer's progress (PROGRESS-3)."""
+        self.catalog._check_writable(f"commit to {namespace}.{name}")
+        batch = None if writer_batch is None else {"writer_id": writer_batch.writer_id,
+                                                   "batch_id": writer_batch.batch_id}
+        return self.catalog._commit(namespace, name, {
+            "expected": expected, "new": new, "operation": operation, "snapshot_id": snapshot_id,
+            "summary": summary, "writer_batch": batch, "lease_token": lease_token})
+
+    def acquire_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str, ttl: float) -> bool:
+        self.catalog._check_writable(f"take a {kind} lease")
+        started = time.time()
+        acquired = bool(self.catalog._json("POST", "/leases/acquire", {
+            "table_uuid": table_uuid, "kind": kind, "keys": list(keys), "owner": owner, "ttl": ttl})["acquired"])
+        for key in keys:
+            self.catalog._remember_lease((table_uuid, kind, key), owner, started + ttl if acquired else None)
+        return acquired
+
+    def release_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str) -> None:
+        for key in keys:
+            self.catalog._remember_lease((table_uuid, kind, key), owner, None)
+        self.catalog._json("POST", "/leases/release",
+                           {"table_uuid": table_uuid, "kind": kind, "keys": list(keys), "owner": owner})
+
+    def renew_lease(self, table_uuid: str, kind: str, key: str, *, owner: str, ttl: float) -> bool:
+        started = time.time()
+        renewed = bool(self.catalog._json("POST", "/leases/renew", {
+            "table_uuid": table_uuid, "kind": kind, "key": key, "owner": owner, "ttl": ttl})["renewed"])
+        self.catalog._remember_lease((table_uuid, kind, key), owner, started + ttl if renewed else None)
+        return renewed
+
+    def lease_holder(self, table_uuid: str, kind: str, key: str) -> tuple[str, float] | None:
+        """The owner of a lease and when it expires, or None.
+
+        A lease this client took or renewed is answered from memory while it surely lives
+        (its expiry was computed from the time the request was sent); the server checks a
+        commit's lease again in the swap's transaction (COMMIT-19).
+        """
+        known = self.catalog._known_lease((table_uuid, kind, key))
+        if known is not None:
+            return known
+        status, payload, _ = self.catalog._call("GET", f"/leases/{_q(table_uuid)}/{_q(kind)}/{_q(key)}")
+        if status == 404:
+            return None
+        if status >= 400:
+            raise self.catalog._http.error(status, payload)
+        return str(payload["owner"]), float(payload["expires_at"])
+
+    def live_leases(self, table_uuid: str, kind: str | None = None) -> list[tuple[str, str, str, str, float]]:
+        query = "" if kind is None else f"?kind={_q(kind)}"
+        answer = self.catalog._json("GET", f"/leases/{_q(table_uuid)}{query}")
+        rows = answer["leases"] if isinstance(answer, dict) else answer
+        return [(str(r[0]), str(r[1]), str(r[2]), str(r[3]), float(r[4])) for r in rows]
+
+    def last_committed_batch(self, table_uuid: str, writer_id: str, *, migrate: bool) -> int | None:
+        """The writer's last committed batch on the table (PROGRESS-1); the server migrates if needed."""
+        query = "?migrate=true" if migrate and not self.catalog.read_only else ""
+        answer = self.catalog._json("GET", f"/writer-progress/{_q(table_uuid)}/{_q(writer_id)}{query}")
+        batch = answer.get("batch_id") if isinstance(answer, dict) else answer
+        return None if batch is None else int(batch)
+
