@@ -17,7 +17,9 @@ default ``distribution="hash"`` does: ``native hash`` (``df.hint("rebalance",
 "mission_id")`` then the same write) and ``write_native hash``.
 
 Table creation, deleting the previous sample's output and generating the data are outside
-every timing. Each case runs once to warm up, then ``--runs`` times; medians are reported.
+every timing. Each case runs once to warm up, then ``--runs`` times; medians are reported,
+of wall time and of the CPU time of Spark's JVM plus this driver process (steadier under load;
+not meaningful for ``format("lakefmt")``, whose Python workers it does not count).
 
 Usage:
     python benchmarks/bench_spark_native_write.py                  # ~20 minutes on 2 cores
@@ -179,6 +181,8 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         cases["write_native hash"] = (fresh_table, with_phases("write_native hash", lambda: lakefmt.spark.write_native(
             df, state["table"], distribution="hash")))
     times: dict[str, list[float]] = {name: [] for name in cases}
+    cpu: dict[str, list[float]] = {name: [] for name in cases}
+    jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
     names = list(cases)
     loads = [os.getloadavg()[0]]
     for i in range(args.runs + 1):  # sample 0 warms up
@@ -186,10 +190,11 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         for name in order:
             reset, fn = cases[name]
             reset()
-            began = time.perf_counter()
+            began, cpu_before = time.perf_counter(), cpu_seconds(jvm_pid)
             fn()
             if i:
                 times[name].append(time.perf_counter() - began)
+                cpu[name].append(cpu_seconds(jvm_pid) - cpu_before)
             print(f"sample {i} {name}: {time.perf_counter() - began:.2f} s", flush=True)
         loads.append(os.getloadavg()[0])
     native_files = sum(1 for p in (work / "native-out").rglob("*.parquet")) if (work / "native-out").exists() else 0
@@ -202,11 +207,22 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return {"rows": args.rows, "arrow_bytes": arrow_bytes, "cores": args.cores, "runs": args.runs,
             "build_s": build_s, "zstd_level": level, "files": files,
             "medians": {name: statistics.median(ts) for name, ts in times.items()}, "samples": times,
+            "cpu_medians": {name: statistics.median(c) for name, c in cpu.items()}, "cpu_samples": cpu,
             "write_native_split": {k: [list(p) for p in v] for k, v in split.items() if v},
             "load_average_1m": loads, "git_commit": git_commit(),
             "pyspark": __import__("pyspark").__version__, "pyarrow": pa.__version__,
             "python": platform.python_version(), "machine": platform.machine(),
             "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
+
+
+def cpu_seconds(jvm_pid: int) -> float:
+    """CPU seconds (user + system) so far of Spark's JVM and of this driver process (Linux).
+
+    Python workers (the data source's tasks) are not counted: the figure compares ``native``
+    and ``write_native``, which run none for this table, and is steadier than wall time under load.
+    """
+    fields = Path(f"/proc/{jvm_pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + time.process_time()
 
 
 def git_commit() -> str | None:
@@ -222,10 +238,12 @@ def markdown(results: dict[str, Any]) -> str:
     header = (f"{results['rows']:,} rows ({results['arrow_bytes'] / 1e9:.2f} GB as Arrow), {results['cores']} cores, "
               f"medians of {results['runs']} interleaved samples, pyspark {results['pyspark']}, load average "
               f"{min(results['load_average_1m']):.1f}-{max(results['load_average_1m']):.1f}")
-    lines = [header, "", "| case | median | vs native |", "|---|---:|---:|"]
+    cpu = results["cpu_medians"]
+    lines = [header, "", "| case | median | vs native | JVM + driver CPU | vs native |", "|---|---:|---:|---:|---:|"]
     for name, seconds in medians.items():
-        reference = medians["native hash"] if name.endswith("hash") else medians["native"]
-        lines.append(f"| {name} | {seconds:.2f} s | {seconds / reference:.2f}x |")
+        ref = "native hash" if name.endswith("hash") else "native"
+        cpu_text = "- | -" if name.startswith("format") else f"{cpu[name]:.1f} s | {cpu[name] / cpu[ref]:.2f}x"
+        lines.append(f"| {name} | {seconds:.2f} s | {seconds / medians[ref]:.2f}x | {cpu_text} |")
     return "\n".join(lines)
 
 

@@ -86,7 +86,8 @@ class StorageScan:
         return [f for f in self.listed if f.path not in self.reachability]
 
     def is_leased(self, path: str) -> bool:
-        """Whether the file's name carries the token of a live write lease (CAT-10)."""
+        """Whether the file's name, or a folder on its path, carries the token of a live write lease
+        (CAT-10; a Spark job's staging folder, SPARK-27)."""
         return carries_token(path, self.live_tokens)
 
     def is_superseded_metadata(self, path: str) -> bool:
@@ -132,8 +133,8 @@ class OrphanResult:
 
 
 def carries_token(path: str, tokens: Iterable[str]) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return any(token in name for token in tokens)
+    """Whether ``path`` (relative to the table location) names a live token in any segment."""
+    return any(token in path for token in tokens)
 
 
 def scan_storage(table: Table) -> StorageScan:

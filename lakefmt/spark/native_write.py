@@ -7,8 +7,8 @@ schema (SPARK-9), takes the job's write lease (SPARK-13) and builds one Spark pl
   widen, nulls for missing optional columns, a task error for a null in a required
   column or a date or timestamp outside TYPE-10's range, each column carrying its field
   id as ``parquet.field.id`` metadata (WRITE-1);
-* one string column per partition field, encoding the transform's value exactly
-  (PART-2 ... PART-5): Spark expressions where Spark has an exact equivalent (identity,
+* one column per partition field holding the transform's value exactly (PART-2 ...
+  PART-5; :mod:`lakefmt.spark.native_columns`): Spark expressions where Spark has an exact equivalent (identity,
   year/month/day/hour, truncate of integers, strings and binary), and otherwise an Arrow
   UDF that runs lakefmt's own transform (``bucket[N]``, Iceberg's murmur3 that Spark's
   ``hash`` is not; truncate of decimals; identity of floats);
@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 
-from lakefmt.errors import CommitStateUnknownError, ValidationError, WriteLeaseLostError
+from lakefmt.errors import CommitStateUnknownError, ValidationError
 from lakefmt.footer import data_file_from_footer
 from lakefmt.manifest import DataFile
 from lakefmt.properties import COMPRESSION_LEVEL, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property
@@ -50,7 +50,6 @@ from lakefmt.spark.commit import (
     AlreadyCommittedError,
     AssertJobNotCommitted,
     commit_files,
-    delete_files,
     job_committed,
     release_tokens,
 )
@@ -84,7 +83,7 @@ _SESSION_CONF = {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",  #
 def write_native(df: Any, table: Table | str, *, catalog: Catalog | str | None = None, mode: str = "append",
                  distribution: str = "hash", lease_seconds: int | None = None,
                  max_records_per_file: int | None = None) -> Snapshot | None:
-    """Write ``df`` into ``table`` with Spark's own Parquet writer; one snapshot for the job (SPARK-27 ... SPARK-30).
+    """Write ``df`` into ``table`` with Spark's own Parquet writer, as one snapshot (SPARK-27 ... SPARK-30).
 
     ``table`` is a :class:`~lakefmt.Table` or ``"namespace.table"`` in ``catalog`` (a
     :class:`~lakefmt.Catalog` or a warehouse location). ``mode`` is ``"append"`` or
@@ -95,7 +94,7 @@ def write_native(df: Any, table: Table | str, *, catalog: Catalog | str | None =
     table's current bytes per row; no cap for an empty table).
 
     Returns the committed snapshot, or None if nothing was written. Tables with a ``time``
-    column or a decimal wider than 38 digits (types Spark's writer cannot store, SPARK-3, SPARK-27)
+    column or a decimal wider than 38 digits (types Spark's writer cannot store, SPARK-27)
     are written through ``format("lakefmt")`` instead, and None is returned.
 
     Raises:
@@ -107,37 +106,37 @@ def write_native(df: Any, table: Table | str, *, catalog: Catalog | str | None =
         raise ValidationError(f"mode must be 'append' or 'overwrite', got {mode!r}")
     if distribution not in ("hash", "none"):
         raise ValidationError(f"distribution must be 'hash' or 'none', got {distribution!r}")
-    handle = _resolve(table, catalog)
-    own = handle.catalog.load_table(handle.identifier)  # release_tokens ends this handle's lease, not the caller's
+    catalog_, identifier = _resolve(table, catalog)
+    own = catalog_.load_table(identifier)  # release_tokens ends this handle's lease, never the caller's
     meta = own.metadata
     check_writable(df.schema, meta.schema)  # SPARK-9: before any lease or file
     if any(is_carried(f.type) for f in meta.schema.fields):
         log.info("%s has a time or wide decimal column: writing through format('lakefmt')", own.name)
         _write_through_source(df, own, mode)
-        handle.refresh()
-        return None
-    ttl = lease_seconds if lease_seconds is not None else int_property(meta.properties, WRITE_LEASE_SECONDS)
-    token = lease_job(own, ttl)  # held and renewed on the driver until the commit or abort (SPARK-13)
-    job_id = uuid.uuid4().hex
-    try:
-        files = _write_files(df, own, token, distribution, max_records_per_file)
-        snapshot = _commit(own, files, job_id, token, overwrite=mode == "overwrite")
-    finally:
-        release_tokens(own, [token])
-    handle.refresh()
+        snapshot = None
+    else:
+        ttl = lease_seconds if lease_seconds is not None else int_property(meta.properties, WRITE_LEASE_SECONDS)
+        token = lease_job(own, ttl)  # held and renewed on the driver until the commit or abort (SPARK-13)
+        try:
+            files = _write_files(df, own, token, distribution, max_records_per_file)
+            snapshot = _commit(own, files, uuid.uuid4().hex, token, overwrite=mode == "overwrite")
+        finally:
+            release_tokens(own, [token])
+    if not isinstance(table, str):
+        table.refresh()
     return snapshot
 
 
-def _resolve(table: Table | str, catalog: Catalog | str | None) -> Table:
+def _resolve(table: Table | str, catalog: Catalog | str | None) -> tuple[Catalog, str | tuple[str, str]]:
     if not isinstance(table, str):
-        return table
+        return table.catalog, table.identifier
     if catalog is None:
         raise ValidationError("say which catalog: write_native(df, 'namespace.table', catalog=...)")
     if isinstance(catalog, str):
         from lakefmt.catalog import Catalog
 
         catalog = Catalog(catalog)
-    return catalog.load_table(table)
+    return catalog, table
 
 
 def _write_files(df: Any, table: Table, token: str, distribution: str, max_records: int | None) -> list[DataFile]:
@@ -191,27 +190,44 @@ def _source_name(schema: Schema, pf: PartitionField) -> str:
 
 
 def _commit(table: Table, files: list[DataFile], job_id: str, token: str, *, overwrite: bool) -> Snapshot | None:
-    """One snapshot tagged with the job id (SPARK-10); an uncommitted job's files are deleted (SPARK-12)."""
-    table_uuid = table.metadata.table_uuid
+    """One snapshot tagged with the job id (SPARK-10); an uncommitted job's files are deleted (SPARK-12, SPARK-30)."""
+    location, table_uuid = table.location, table.metadata.table_uuid
+
+    def discard() -> None:  # COMMIT-14, best effort: never hides the error being raised
+        try:
+            table.io.delete_many([f"{location}/{f.path}" for f in files])
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not delete %d uncommitted files of %s: %s", len(files), table.name, exc)
+
     try:
         table.refresh()
         if table.metadata.table_uuid != table_uuid:
-            delete_files(table, files)
             raise ValidationError(f"table {table.name} was dropped and re-created during the write; "
                                   "nothing was committed")
         check_job_lease(token)  # COMMIT-19: a lost lease means orphan removal may have taken files
+    except BaseException:
+        discard()
+        raise
+    try:
         return commit_files(table, files, overwrite=overwrite, requirement=AssertJobNotCommitted(job_id),
                             summary={JOB_ID: job_id})
     except AlreadyCommittedError:
         return None
     except CommitStateUnknownError:
         raise  # the swap may have happened: the files stay (COMMIT-11)
-    except ValidationError:
+    except BaseException:
+        if not _maybe_committed(table, job_id):
+            discard()
         raise
-    except BaseException as exc:
-        if isinstance(exc, WriteLeaseLostError) or not job_committed(table, job_id):
-            delete_files(table, files)
-        raise
+
+
+def _maybe_committed(table: Table, job_id: str) -> bool:
+    """Whether the commit log shows the job committed; True when that cannot be found out (SPARK-12)."""
+    try:
+        return job_committed(table, job_id)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("could not tell whether job %s committed to %s (%s): its files stay", job_id, table.name, exc)
+        return True
 
 
 @contextmanager
