@@ -19,8 +19,11 @@ append at most 1.0x at 10 commits and 0.5x at 1,000; growth at most 1.3x from 10
 
 History above ``--real-up-to`` commits (default 100) is built in bulk to keep the run short:
 the append snapshot producer chains 500 snapshots per catalog commit, so metadata, manifest
-lists and manifests look as after real appends; only the catalog's commit log has fewer rows.
-delta-rs history is always built with real appends.
+lists and manifests look as after real appends. The commit that carries them moves the snapshots
+beyond ``write.metadata.inline-snapshots-max`` (100) into history files in runs of 50, exactly
+the runs real appends leave (spec/metadata.md META-17): the metadata file holds 100 snapshots
+and one reference per 50 older ones. Only the catalog's commit log and the metadata-log have
+fewer entries. delta-rs history is always built with real appends.
 
 ``--fsync-cost`` measures only what durability costs (spec/commits.md COMMIT-20): appends of 10
 and of 10,000 rows at 10 prior commits, with fsync and without (``FileIO.fsync = False``),
@@ -81,7 +84,12 @@ def build_real(t: lakefmt.Table, stream: Stream, target: int) -> None:
 
 
 def build_bulk(t: lakefmt.Table, stream: Stream, target: int) -> None:
-    """Chain snapshots with the append snapshot producer, many per catalog commit."""
+    """Chain snapshots with the append snapshot producer, many per catalog commit.
+
+    ``apply_updates`` moves the oldest snapshots into pending history runs as each one is added
+    (META-17), and the commit writes them as history files, so the table has the history files
+    real appends would have left.
+    """
     while commits(t) < target:
         k = min(BULK_CHUNK, target - commits(t))
 
@@ -178,6 +186,7 @@ def measure_level(t: lakefmt.Table, lake_stream: Stream, delta_path: str | None,
         out["ratio"] = out["lakefmt"]["median_s"] / out["delta"]["median_s"]
         out["cpu_ratio"] = out["lakefmt"]["cpu_median_s"] / out["delta"]["cpu_median_s"]
         out["no_fsync_ratio"] = out["lakefmt_no_fsync"]["median_s"] / out["delta"]["median_s"]
+    out["history_files"] = len(t.metadata.snapshot_history)
     if "://" not in t.metadata_location:
         out["metadata_json_bytes"] = Path(t.metadata_location).stat().st_size
     return out
@@ -206,7 +215,8 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
             vs = (f", delta-rs {ms(r['delta']['median_s'])} ms: {r['ratio']:.2f}x wall, "
                   f"{r['cpu_ratio']:.2f}x CPU" if "delta" in r else "")
             print(f"[{ds.name}] {rows:>6}-row append at {level:>6} commits: lakefmt {ms(r['lakefmt']['median_s'])} ms"
-                  f"{vs} (load {r['load_average']})", flush=True)
+                  f"{vs} (load {r['load_average']}; metadata file {r.get('metadata_json_bytes', 0):,} bytes, "
+                  f"{r['history_files']} history files)", flush=True)
     small = [r for r in levels if r["rows"] == SMALL]
     growth = small[-1]["lakefmt"]["median_s"] / small[0]["lakefmt"]["median_s"] if len(small) > 1 else None
     return {"dataset": ds.name, "levels": levels, "growth": growth,

@@ -12,7 +12,8 @@ Datasets (:mod:`loop_data`, ``--dataset``): ``telemetry`` (the hard one: 2,000 p
 * ``1mb``: 1,000 files of ~1 MB over 10 day partitions (~1 GB);
 * ``250kb``: 4,000 files of ~250 KB over 10 day partitions;
 * ``tiny``: 240 tiny files in 3 day partitions (fixed costs);
-* ``mem``: one ~1 GB day partition in 1 MB files, for peak memory with lakefmt's defaults.
+* ``mem``: one ~1 GB day partition in 1 MB files, for peak memory with lakefmt's defaults
+  (bin-pack, Z-order and sort; the goal is stated for Z-order).
 
 Cases, each in a fresh process, timed inside it after imports (wall time and the CPU
 time of all its threads), peak RSS from ``VmHWM``; the tables are reset to their
@@ -28,11 +29,12 @@ ingested state after every run:
   ``lakefmt-binpack-noverify`` (outputs not read back, to price COMPACT-17) and
   ``duckdb rewrite`` (``COPY (SELECT * FROM read_parquet([...])) TO ...``).
 
-Bin-pack cases run ``--runs`` times (default 3) on ``1mb`` and ``--tiny-runs`` (5) on ``tiny``,
-interleaved with delta-rs; the others once. Z-order and sort are over ``(payload_id,
-sensor_kind)``; lakefmt's sort is compared with delta-rs's Z-order (delta-rs has no sort). The
-selective query (one payload, one sensor kind, one day) runs in a fresh process before and
-after each compaction of ``1mb`` (after bin-pack on ``250kb``), through lakefmt's scan
+Bin-pack cases run ``--runs`` times (default 3) on ``1mb``, ``--runs-250kb`` (1) on ``250kb`` and
+``--tiny-runs`` (5) on ``tiny``, interleaved with delta-rs; the others once (``--binpack-only``
+runs nothing but lakefmt's bin-pack and delta-rs's compact). Z-order and sort are over
+``(payload_id, sensor_kind)``; lakefmt's sort is compared with delta-rs's Z-order (delta-rs has
+no sort). The selective query (one payload, one sensor kind, one day) runs in a fresh process
+before and after each compaction of ``1mb`` (after bin-pack on ``250kb``), through lakefmt's scan
 (``t.scan(f).to_arrow()``) and through DuckDB over the planned files (``read_parquet([...])``),
 alternating; both timings include lakefmt's planning.
 
@@ -40,6 +42,7 @@ Usage:
     python benchmarks/bench_compaction.py                        # telemetry, ~10 minutes on 2 cores
     python benchmarks/bench_compaction.py --dataset artemis      # the other dataset, ~8 minutes
     python benchmarks/bench_compaction.py --quick --dataset both  # smoke run, ~2 minutes
+    python benchmarks/bench_compaction.py --binpack-only --runs-250kb 3  # goal 4's bin-pack rows only
     python benchmarks/bench_compaction.py --report benchmarks/results/compaction-....json
 
 Results go to ``benchmarks/results/compaction-<dataset>-<UTC time>.json`` (quick runs to
@@ -371,12 +374,17 @@ DELTA_OF = {"lakefmt-binpack": "delta-compact", "lakefmt-binpack-noverify": "del
 
 
 def schedules(args: argparse.Namespace) -> dict[str, list[tuple[str, int]]]:
-    """(case, runs) per shape; cases are interleaved run by run."""
+    """(case, runs) per shape; cases are interleaved run by run. ``--binpack-only``: lakefmt's
+    bin-pack and delta-rs's compact alone (no pyarrow reference, Z-order, sort or queries)."""
+    pair = ("lakefmt-binpack", "delta-compact")
+    if args.binpack_only:
+        return {"1mb": [(c, args.runs) for c in pair], "250kb": [(c, args.runs_250kb) for c in pair],
+                "tiny": [(c, args.tiny_runs) for c in pair]}
     layout = [(c, args.layout_runs) for c in LAYOUT_CASES]
     references = [(c, 1) for c in REFERENCE_CASES] if args.references else []
     return {"1mb": [(c, args.runs) for c in BINPACK_CASES] + layout + references,
-            "250kb": [(c, 1) for c in ("lakefmt-binpack", "delta-compact")],
-            "tiny": [(c, args.tiny_runs) for c in ("lakefmt-binpack", "delta-compact")]}
+            "250kb": [(c, args.runs_250kb) for c in pair],
+            "tiny": [(c, args.tiny_runs) for c in pair]}
 
 
 def log(msg: str) -> None:
@@ -397,7 +405,8 @@ def bench_shape(root: str, dataset: str, shape_name: str, shape: CompactionShape
     states = [DirState(f"{folder}/lakefmt")] + ([DirState(f"{folder}/delta")] if os.path.isdir(
         f"{folder}/delta") else [])
     base = {"dir": folder, "target": target, "groups": groups, "dataset": dataset}
-    query_cases = QUERY_CASES if shape_name == "1mb" else ("lakefmt-binpack",) if shape_name == "250kb" else ()
+    query_cases = () if args.binpack_only else QUERY_CASES if shape_name == "1mb" else (
+        ("lakefmt-binpack",) if shape_name == "250kb" else ())
     out: dict[str, Any] = {"dataset": dataset, "shape": shape_name, "data": info, "target_file_size": target,
                            "runs": {c: [] for c, _ in schedule}, "load_average_at_start": loadavg()}
     try:
@@ -437,7 +446,7 @@ def bench_shape(root: str, dataset: str, shape_name: str, shape: CompactionShape
 
 
 def bench_memory(root: str, dataset: str, shape: CompactionShape, args: argparse.Namespace) -> dict[str, Any]:
-    """Peak RSS of rewriting one ~1 GB partition with lakefmt's defaults: bin-pack and Z-order."""
+    """Peak RSS of rewriting one ~1 GB partition with lakefmt's defaults: bin-pack, Z-order and sort."""
     folder = f"{root}/{dataset}-mem"
     log(f"[{dataset}/mem] writing one partition of {shape.files} files x {shape.rows} rows ...")
     info = build_dataset(folder, dataset, shape, with_delta=False)
@@ -446,14 +455,15 @@ def bench_memory(root: str, dataset: str, shape: CompactionShape, args: argparse
     state = DirState(f"{folder}/lakefmt")
     results = []
     try:
-        for case in ("lakefmt-binpack", "lakefmt-zorder"):
+        for case in ("lakefmt-binpack", "lakefmt-zorder", "lakefmt-sort"):
             result = run_case({"dir": folder, "target": DATASETS[dataset].target_mib * MiB, "groups": groups,
                                "case": case, "dataset": dataset})
             state.restore()
             result["load_average"] = loadavg()
             results.append(result)
             log(f"[{dataset}/mem] {case}: peak RSS {result['peak_rss_mb']:.0f} MB "
-                f"(after imports {result['rss_before_mb']:.0f} MB), {result['seconds']:.1f} s")
+                f"(after imports {result['rss_before_mb']:.0f} MB), {result['seconds']:.1f} s, "
+                f"method {','.join(result.get('methods', []))}")
     finally:
         state.close()
     return {"dataset": dataset, "data": info, "results": results}
@@ -567,8 +577,10 @@ def markdown(results: dict[str, Any]) -> str:
         d = mem["data"]
         lines += [(f"**{dataset}/mem**: one partition of {d['bytes'] / 1e6:,.0f} MB in {d['files']:,} files "
                    f"({d['rows']:,} rows), lakefmt's defaults; peak RSS of a fresh process (VmHWM)"), "",
-                  "| case | peak RSS MB | after imports MB | wall s | load |", "|---|---:|---:|---:|---:|"]
-        lines += [f"| {r['case']} | {r['peak_rss_mb']:.0f} | {r['rss_before_mb']:.0f} | {r['seconds']:.1f} | "
+                  "| case | method | peak RSS MB | after imports MB | wall s | CPU s | load |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['case']} | {','.join(r.get('methods', []))} | {r['peak_rss_mb']:.0f} | "
+                  f"{r['rss_before_mb']:.0f} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | "
                   f"{r['load_average'].split(' ')[0]} |" for r in mem["results"]]
         lines.append("")
     lines += ["**Goals**", "", "| dataset | goal | measured (same run) | |", "|---|---|---|---|"]
@@ -583,6 +595,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, help="runs of the bin-pack cases on 1mb (default 3; quick 1)")
     parser.add_argument("--layout-runs", type=int, default=1, help="runs of the Z-order and sort cases on 1mb")
     parser.add_argument("--tiny-runs", type=int, help="runs of the bin-pack cases on tiny (default 5; quick 2)")
+    parser.add_argument("--runs-250kb", type=int, default=1, help="runs of the bin-pack cases on 250kb (default 1)")
+    parser.add_argument("--binpack-only", action="store_true",
+                        help="only lakefmt bin-pack and delta-rs compact (no references, layouts, queries or mem)")
     parser.add_argument("--query-runs", type=int, help="repetitions of each query (default 7; quick 3)")
     parser.add_argument("--references", action="store_true",
                         help="also run pyarrow Z-order, bin-pack without verification and a DuckDB rewrite on 1mb")
@@ -628,7 +643,7 @@ def main() -> None:
                     results["shapes"][key] = bench_shape(root, ds.name, shape_name, shapes[shape_name], args,
                                                          schedule)
                     shutil.rmtree(f"{root}/{ds.name}-{shape_name}", ignore_errors=True)
-            if "mem" not in args.skip:
+            if "mem" not in args.skip and not args.binpack_only:
                 results["memory"][ds.name] = bench_memory(root, ds.name, shapes["mem"], args)
                 shutil.rmtree(f"{root}/{ds.name}-mem", ignore_errors=True)
     finally:

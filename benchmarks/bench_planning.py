@@ -4,7 +4,8 @@ On each dataset (:mod:`loop_data`) the script writes ``--files`` files (default 
 ``--rows-per-file`` rows (default 250) over 10 days and registers them twice:
 
 * as a lakefmt table partitioned by ``day(ts)``, filled like a streaming ingest: ``--files / 100``
-  append commits of 100 files each (one manifest per commit);
+  append commits of 100 files each (one manifest per commit, merged by size tier as appends go,
+  COMMIT-22: 10 manifests at 10,000 files);
 * as a Delta table over hard links to the **same files** (``day=YYYY-MM-DD/`` layout,
   ``convert_to_deltalake``), with a checkpoint, as delta-rs leaves a table every 100 commits.
 
@@ -14,7 +15,9 @@ Measured, interleaved (lakefmt, delta-rs, ... with the order flipped each run; m
 * planning with no filter, as a new reader pays it: lakefmt ``Catalog.load_table`` +
   ``scan().plan()`` with the manifest cache cleared, against delta-rs ``DeltaTable(path)`` +
   ``file_uris()``; and on an already open table (lakefmt ``plan()`` with a warm cache, delta-rs
-  ``file_uris()``). Goal: lakefmt no slower than delta-rs's listing.
+  ``file_uris()``). Goal: lakefmt no slower than delta-rs's listing. Planning decodes a file's
+  column statistics only when they are asked for; the same plan followed by reading every planned
+  file's statistics is measured too, as the price a consumer of all statistics pays;
 * lakefmt's planning of the selective query and of one day, for reference;
 * a full scan into Arrow of every planned file: lakefmt ``scan().to_arrow()``,
   ``pyarrow.dataset.dataset(paths).to_table()`` and DuckDB ``read_parquet(paths)`` (Arrow
@@ -82,15 +85,21 @@ def build(ds: Dataset, root: Path, files: int, rows: int) -> tuple[lakefmt.Catal
     return cat, delta
 
 
-def interleaved(cases: dict[str, Callable[[], Any]], runs: int) -> dict[str, list[float]]:
-    """Run every case ``runs`` times, the order reversed every other run; seconds per case."""
+def interleaved(cases: dict[str, Callable[[], Any]], runs: int,
+                cpu: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
+    """Run every case ``runs`` times, the order reversed every other run; wall seconds per case.
+
+    ``cpu``, if given, receives the CPU seconds (user + system, all threads) of each run.
+    """
     names = list(cases)
     out: dict[str, list[float]] = {n: [] for n in names}
     for r in range(runs):
         for n in names if r % 2 == 0 else names[::-1]:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             cases[n]()
             out[n].append(time.perf_counter() - start)
+            if cpu is not None:
+                cpu.setdefault(n, []).append(time.process_time() - start_cpu)
     return out
 
 
@@ -103,10 +112,11 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
     built = time.perf_counter() - started
     t = cat.load_table("bench.planning")
     dt = DeltaTable(delta)
-    paths = [task.location for task in t.scan().plan().tasks]
+    full_plan = t.scan().plan()
+    paths = [task.location for task in full_plan.tasks]
     assert len(paths) == args.files and len(dt.file_uris()) == args.files, (len(paths), len(dt.file_uris()))
-    print(f"[{ds.name}] built {len(paths):,} files in {args.files // FILES_PER_COMMIT} commits in {built:.0f}s "
-          f"(load {loadavg()})", flush=True)
+    print(f"[{ds.name}] built {len(paths):,} files in {args.files // FILES_PER_COMMIT} commits in {built:.0f}s, "
+          f"{full_plan.manifests_total} manifests (load {loadavg()})", flush=True)
 
     def lakefmt_open_plan() -> None:
         manifest_cache.clear()
@@ -116,13 +126,20 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
         manifest_cache.clear()
         t.scan().plan()
 
+    def lakefmt_open_plan_stats() -> None:
+        manifest_cache.clear()
+        files = cat.load_table("bench.planning").scan().plan_files()
+        assert sum(len(f.lower_bounds) for f in files) > 0  # decodes every file's statistics
+
+    planning_cpu: dict[str, list[float]] = {}
     planning = interleaved({
         "lakefmt: load_table + plan (cold)": lakefmt_open_plan,
         "delta-rs: DeltaTable() + file_uris()": lambda: DeltaTable(delta).file_uris(),
         "lakefmt: plan on an open table (cold cache)": lakefmt_plan_cold,
         "lakefmt: plan on an open table (warm cache)": lambda: t.scan().plan(),
         "delta-rs: file_uris() on an open table": dt.file_uris,
-    }, args.runs)
+        "lakefmt: load_table + plan + every file's statistics (cold)": lakefmt_open_plan_stats,
+    }, args.runs, planning_cpu)
     lo = (date(2026, 1, 1) if ds.name == "telemetry" else date(2026, 3, 1)) + timedelta(days=DAYS // 2)
     filters = {"selective query": ds.query, "one day": f"ts >= '{lo}' AND ts < '{lo + timedelta(days=1)}'"}
     filtered = {}
@@ -147,7 +164,10 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
     assert len(set(rows.values())) == 1, rows
     med = {k: median(v) for k, v in {**planning, **scans}.items()}
     out = {"dataset": ds.name, "files": args.files, "rows": rows["lakefmt"], "build_s": built,
-           "planning_s": planning, "scans_s": scans, "median_s": med, "filtered": filtered,
+           "manifests": full_plan.manifests_total,
+           "planning_s": planning, "planning_cpu_s": planning_cpu,
+           "median_cpu_s": {k: median(v) for k, v in planning_cpu.items()},
+           "scans_s": scans, "median_s": med, "filtered": filtered,
            "load_average_planning": load_planning, "load_average_scans": loadavg(),
            "planning_ratio": med["lakefmt: load_table + plan (cold)"] / med["delta-rs: DeltaTable() + file_uris()"],
            "open_table_ratio": (med["lakefmt: plan on an open table (warm cache)"]
@@ -162,29 +182,39 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
 def report(results: list[dict[str, Any]]) -> str:
     text = ""
     for r in results:
-        med = r["median_s"]
-        text += (f"**{r['dataset']}**: {r['files']:,} files, {r['rows']:,} rows; load average "
+        med, cpu = r["median_s"], r["median_cpu_s"]
+        text += (f"**{r['dataset']}**: {r['files']:,} files, {r['rows']:,} rows, {r['manifests']} manifests; "
+                 "load average "
                  f"{r['load_average_planning'].split(' ')[0]} (planning), {r['load_average_scans'].split(' ')[0]} "
                  "(scans)\n\n")
-        text += markdown_table(["case", "median ms", "vs delta-rs / vs pyarrow.dataset"], [
-            ["lakefmt: load_table + plan (cold)", f"{med['lakefmt: load_table + plan (cold)'] * 1000:.1f}",
+        def ms(name: str) -> str:
+            return f"{med[name] * 1000:.1f}"
+
+        def ms_cpu(name: str) -> str:
+            return f"{cpu[name] * 1000:.1f}"
+
+        text += markdown_table(["case", "median ms", "CPU ms", "vs delta-rs / vs pyarrow.dataset"], [
+            ["lakefmt: load_table + plan (cold)", ms("lakefmt: load_table + plan (cold)"),
+             ms_cpu("lakefmt: load_table + plan (cold)"),
              f"{r['planning_ratio']:.2f}x (goal <= 1.0x: {'met' if r['planning_ratio'] <= 1 else '**missed**'})"],
-            ["delta-rs: DeltaTable() + file_uris()", f"{med['delta-rs: DeltaTable() + file_uris()'] * 1000:.1f}", ""],
-            ["lakefmt: plan on an open table (cold cache)",
-             f"{med['lakefmt: plan on an open table (cold cache)'] * 1000:.1f}", ""],
-            ["lakefmt: plan on an open table (warm cache)",
-             f"{med['lakefmt: plan on an open table (warm cache)'] * 1000:.1f}", f"{r['open_table_ratio']:.2f}x"],
-            ["delta-rs: file_uris() on an open table", f"{med['delta-rs: file_uris() on an open table'] * 1000:.1f}",
-             ""],
+            ["delta-rs: DeltaTable() + file_uris()", ms("delta-rs: DeltaTable() + file_uris()"),
+             ms_cpu("delta-rs: DeltaTable() + file_uris()"), ""],
+            *[[name, ms(name), ms_cpu(name), ""] for name in (
+                "lakefmt: load_table + plan + every file's statistics (cold)",
+                "lakefmt: plan on an open table (cold cache)")],
+            ["lakefmt: plan on an open table (warm cache)", ms("lakefmt: plan on an open table (warm cache)"),
+             ms_cpu("lakefmt: plan on an open table (warm cache)"), f"{r['open_table_ratio']:.2f}x"],
+            ["delta-rs: file_uris() on an open table", ms("delta-rs: file_uris() on an open table"),
+             ms_cpu("delta-rs: file_uris() on an open table"), ""],
             *[[f"lakefmt: plan {label} ({f['files_planned']:,} files, cold cache)",
-               f"{f['cold_median_s'] * 1000:.1f}", ""] for label, f in r["filtered"].items()],
-            ["full scan: lakefmt scan().to_arrow()", f"{med['lakefmt scan().to_arrow()'] * 1000:.0f}",
+               f"{f['cold_median_s'] * 1000:.1f}", "", ""] for label, f in r["filtered"].items()],
+            ["full scan: lakefmt scan().to_arrow()", f"{med['lakefmt scan().to_arrow()'] * 1000:.0f}", "",
              (f"{r['scan_vs_pyarrow']:.2f}x (goal < 1.0x: {'met' if r['scan_vs_pyarrow'] < 1 else '**missed**'}); "
               f"{r['scan_vs_duckdb']:.2f}x DuckDB")],
             ["full scan: pyarrow.dataset over the planned files",
-             f"{med['pyarrow.dataset over the planned files'] * 1000:.0f}", ""],
+             f"{med['pyarrow.dataset over the planned files'] * 1000:.0f}", "", ""],
             ["full scan: DuckDB read_parquet(planned files)",
-             f"{med['DuckDB read_parquet(planned files)'] * 1000:.0f}", ""],
+             f"{med['DuckDB read_parquet(planned files)'] * 1000:.0f}", "", ""],
         ]) + "\n\n"
     return text.rstrip()
 

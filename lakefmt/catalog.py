@@ -21,19 +21,17 @@ only when asked (CAT-14), and never over a warehouse that still holds tables (CA
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
 
-from lakefmt.catalog_file import ATTACHED, DAMAGED, CatalogSession, CommitRecord, check_catalog_file, utcnow
+from lakefmt.catalog_file import ATTACHED, DAMAGED, CatalogSession, CommitRecord, check_catalog_file
 from lakefmt.catalog_lock import LockFile, lock_path, why_not_writable
 from lakefmt.errors import (
     CatalogLockTimeoutError,
@@ -41,17 +39,16 @@ from lakefmt.errors import (
     CorruptCatalogError,
     InvalidCatalogPathError,
     LakefmtError,
-    NamespaceExistsError,
-    NoSuchNamespaceError,
     NoSuchWarehouseError,
     ReadOnlyCatalogError,
     TableExistsError,
     ValidationError,
 )
-from lakefmt.idempotency import BATCH_ID, WRITER_ID, WriterBatch, record_batch
+from lakefmt.idempotency import BATCH_ID, WRITER_ID, WriterBatch
 from lakefmt.io import FileIO, join, normalize_location, scheme_of
-from lakefmt.metadata import FORMAT_VERSIONS, read_metadata
+from lakefmt.metadata import FORMAT_VERSION, FORMAT_VERSIONS, read_metadata
 from lakefmt.names import NAME_PATTERN, parse_identifier, validate_name
+from lakefmt.table_creation import new_table_metadata
 from lakefmt.warehouse_layout import find_metadata_files, metadata_version
 
 if TYPE_CHECKING:
@@ -334,42 +331,31 @@ class Catalog:
         validate_name(namespace, "namespace")
         self._check_writable(f"create namespace {namespace}")
         with self.session(checkpoint=True) as s:
-            if self._namespace_exists(s, namespace):
-                raise NamespaceExistsError(f"namespace {namespace} already exists")
-            s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)",
-                          [namespace, json.dumps(properties or {}), utcnow()])
+            s.create_namespace(namespace, properties or {})
 
     def list_namespaces(self) -> list[str]:
         with self.session() as s:
-            return [r[0] for r in s.con.execute("SELECT namespace FROM namespaces ORDER BY 1").fetchall()]
+            return s.namespaces()
 
     def drop_namespace(self, namespace: str) -> None:
         validate_name(namespace, "namespace")
         self._check_writable(f"drop namespace {namespace}")
         with self.session(checkpoint=True) as s:
-            if not self._namespace_exists(s, namespace):
-                raise NoSuchNamespaceError(f"namespace {namespace} does not exist")
-            count = s.con.execute("SELECT count(*) FROM tables WHERE namespace = ?", [namespace]).fetchone()
-            if count and count[0]:
-                raise ValidationError(f"namespace {namespace} is not empty ({count[0]} tables)")
-            s.con.execute("DELETE FROM namespaces WHERE namespace = ?", [namespace])
-
-    @staticmethod
-    def _namespace_exists(s: CatalogSession, namespace: str) -> bool:
-        return s.con.execute("SELECT 1 FROM namespaces WHERE namespace = ?", [namespace]).fetchone() is not None
+            s.drop_namespace(namespace)
 
     # -- tables ----------------------------------------------------------------
     def create_table(self, identifier: str | Sequence[str], schema: pa.Schema | Any, *,
                      partition_by: Sequence[str] = (), sort_by: Sequence[str] = (),
-                     properties: dict[str, str] | None = None, format_version: int = 1) -> Table:
+                     properties: dict[str, str] | None = None, format_version: int = FORMAT_VERSION) -> Table:
         """Create an empty table (no snapshot yet) and return it.
 
         The namespace is created if it does not exist. ``schema`` is an Arrow schema
         (nullable fields become optional columns) or a :class:`lakefmt.Schema`.
-        ``format_version`` 1 keeps the table readable by version 1 readers until its
-        first deletion vector upgrades it; 2 creates it upgraded (FMT-4).
+        ``format_version`` 2 (the default) allows deletion vectors and history files (FMT-4,
+        META-13); 1 keeps the table readable by version 1 readers until its first deletion
+        vector upgrades it.
         """
-        from lakefmt.table import Table, new_table_metadata  # table sits above the catalog
+        from lakefmt.table import Table  # table sits above the catalog
 
         namespace, name = parse_identifier(identifier)
         self._check_writable(f"create table {namespace}.{name}")
@@ -384,17 +370,11 @@ class Catalog:
             metadata = metadata.evolve(format_version=format_version)
         metadata_location = join(location, "metadata", f"v{1:06d}-{uuid.uuid4()}.metadata.json")
         with self.session(checkpoint=True) as s:
-            if self._table_exists(s, namespace, name):
+            if s.table_exists(namespace, name):
                 raise TableExistsError(f"table {namespace}.{name} already exists")
             self.io.write_bytes(metadata_location, metadata.dump_bytes())
             self.io.sync()  # durable before the row names it (COMMIT-20)
-            now = utcnow()
-            if not self._namespace_exists(s, namespace):
-                s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)", [namespace, "{}", now])
-            s.con.execute("INSERT INTO tables VALUES (?, ?, ?, ?, 1, ?, ?)",
-                          [namespace, name, table_uuid, metadata_location, now, now])
-            s.con.execute("INSERT INTO commit_log VALUES (?, ?, ?, 1, NULL, ?, ?, 'create', NULL, '{}')",
-                          [table_uuid, namespace, name, metadata_location, now])
+            s.insert_table(namespace, name, table_uuid, metadata_location)  # CAT-12
         return Table(self, (namespace, name), metadata, metadata_location)
 
     def register_table(self, identifier: str | Sequence[str], metadata_location: str) -> Table:
@@ -425,25 +405,8 @@ class Catalog:
         version = metadata_version(location)
         metadata = read_metadata(self.io, location)
         with self.session(checkpoint=True) as s:
-            if self._table_exists(s, namespace, name):
-                raise TableExistsError(f"table {namespace}.{name} already exists {s.where}")
-            other = s.con.execute("SELECT namespace, name FROM tables WHERE table_uuid = ?",
-                                  [metadata.table_uuid]).fetchone()
-            if other is not None:
-                raise TableExistsError(f"table-uuid {metadata.table_uuid} of {location} is already registered as "
-                                       f"{other[0]}.{other[1]}; two names must not share one table (LAYOUT-11)")
-            now = utcnow()
-            s.con.execute("BEGIN TRANSACTION")
-            if not self._namespace_exists(s, namespace):
-                s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)", [namespace, "{}", now])
-            s.con.execute("INSERT INTO tables VALUES (?, ?, ?, ?, ?, ?, ?)",
-                          [namespace, name, metadata.table_uuid, location, version, now, now])
-            s.con.execute("INSERT INTO commit_log VALUES (?, ?, ?, ?, NULL, ?, ?, 'register', ?, '{}')",
-                          [metadata.table_uuid, namespace, name, version, location, now,
-                           metadata.current_snapshot_id])
-            for batch, snapshot_id in _batches_in_history(metadata):
-                record_batch(s.con, metadata.table_uuid, batch, snapshot_id, now)
-            s.con.execute("COMMIT")
+            s.insert_table(namespace, name, metadata.table_uuid, location, version=version, operation="register",
+                           snapshot_id=metadata.current_snapshot_id, batches=_batches_in_history(metadata))
         return Table(self, (namespace, name), metadata, location)
 
     @classmethod
@@ -486,22 +449,13 @@ class Catalog:
     def table_exists(self, identifier: str | Sequence[str]) -> bool:
         namespace, name = parse_identifier(identifier)
         with self.session() as s:
-            return self._table_exists(s, namespace, name)
-
-    @staticmethod
-    def _table_exists(s: CatalogSession, namespace: str, name: str) -> bool:
-        return s.con.execute("SELECT 1 FROM tables WHERE namespace = ? AND name = ?",
-                             [namespace, name]).fetchone() is not None
+            return s.table_exists(namespace, name)
 
     def list_tables(self, namespace: str | None = None) -> list[str]:
+        if namespace is not None:
+            validate_name(namespace, "namespace")
         with self.session() as s:
-            if namespace is None:
-                rows = s.con.execute("SELECT namespace, name FROM tables ORDER BY 1, 2").fetchall()
-            else:
-                validate_name(namespace, "namespace")
-                rows = s.con.execute("SELECT namespace, name FROM tables WHERE namespace = ? ORDER BY 2",
-                                     [namespace]).fetchall()
-        return [f"{ns}.{n}" for ns, n in rows]
+            return s.table_names(namespace)
 
     def rename_table(self, old: str | Sequence[str], new: str | Sequence[str]) -> None:
         """Rename a table; its files stay where they are (CAT-7)."""
@@ -509,32 +463,14 @@ class Catalog:
         new_ns, new_name = parse_identifier(new)
         self._check_writable(f"rename table {old_ns}.{old_name}")
         with self.session(checkpoint=True) as s:
-            if not self._table_exists(s, old_ns, old_name):
-                raise s.no_such_table(old_ns, old_name)
-            if self._table_exists(s, new_ns, new_name):
-                raise TableExistsError(f"table {new_ns}.{new_name} already exists")
-            now = utcnow()
-            if not self._namespace_exists(s, new_ns):
-                s.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)", [new_ns, "{}", now])
-            s.con.execute("BEGIN TRANSACTION")
-            row = s.con.execute("SELECT * FROM tables WHERE namespace = ? AND name = ?",
-                                [old_ns, old_name]).fetchone()
-            assert row is not None
-            s.con.execute("DELETE FROM tables WHERE namespace = ? AND name = ?", [old_ns, old_name])
-            s.con.execute("INSERT INTO tables VALUES (?, ?, ?, ?, ?, ?, ?)",
-                          [new_ns, new_name, row[2], row[3], row[4], row[5], now])
-            s.con.execute("COMMIT")
+            s.rename_table((old_ns, old_name), (new_ns, new_name))
 
     def drop_table(self, identifier: str | Sequence[str], *, purge: bool = False) -> None:
         """Remove a table from the catalog; with ``purge=True`` also delete its files (CAT-8)."""
         namespace, name = parse_identifier(identifier)
         self._check_writable(f"drop table {namespace}.{name}")
-        location = None
         with self.session(checkpoint=True) as s:
-            metadata_location = s.current_location(namespace, name)
-            s.con.execute("DELETE FROM tables WHERE namespace = ? AND name = ?", [namespace, name])
-            s.con.execute("DELETE FROM leases WHERE table_uuid NOT IN (SELECT table_uuid FROM tables)")
-            location = metadata_location.rsplit("/metadata/", 1)[0]
+            location = s.drop_table(namespace, name).rsplit("/metadata/", 1)[0]  # LAYOUT-3
         if purge and location:
             for info in list(self.io.list_files(location)):
                 self.io.delete(info.path)
@@ -552,19 +488,6 @@ class Catalog:
     def commit_log(self, identifier: str | Sequence[str] | None = None, *, limit: int | None = None
                    ) -> list[CommitRecord]:
         """Commits recorded by the catalog, newest first (CAT-5)."""
-        sql = ("SELECT namespace, name, version, old_metadata_location, new_metadata_location, committed_at, "
-               "operation, snapshot_id, summary FROM commit_log")
-        params: list[Any] = []
-        if identifier is not None:
-            namespace, name = parse_identifier(identifier)
-            sql += " WHERE namespace = ? AND name = ?"
-            params += [namespace, name]
-        sql += " ORDER BY committed_at DESC, version DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(int(limit))
+        namespace, name = (None, None) if identifier is None else parse_identifier(identifier)
         with self.session() as s:
-            rows = s.con.execute(sql, params).fetchall()
-        return [CommitRecord(f"{r[0]}.{r[1]}", r[2], r[3], r[4], r[5].replace(tzinfo=timezone.utc), r[6], r[7],
-                             json.loads(r[8] or "{}"))
-                for r in rows]
+            return s.commit_records(namespace=namespace, name=name, limit=limit)

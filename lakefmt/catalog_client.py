@@ -16,10 +16,16 @@ A commit whose request fails on the connection is sent again with the same body 
 ``retry_seconds``: the server applies a commit at most once (CATHTTP-9). If the outcome
 stays unknown, the pointer and the commit log decide it (CATHTTP-13, COMMIT-11), else
 :class:`CommitStateUnknownError`. A server error comes back as the same lakefmt error class
-(CATHTTP-3). What only a process holding
-the catalog file can do (``recover``, ``register_table``, SQL on the file such as the
-service's job tables) raises :class:`ValidationError`; ``checkpoint`` is a no-op, as the
-server checkpoints its own file (CAT-22).
+(CATHTTP-3). ``register_table`` asks the server to register a table at a metadata
+file of the warehouse (CATHTTP-16). What only a process holding the catalog file can do
+(``recover``, which rebuilds the file, and SQL on it such as the service's job tables)
+raises :class:`ValidationError`; ``checkpoint`` is a no-op, as the server checkpoints its
+own file (CAT-22).
+
+With ``server_appends=True``, a plain append whose swap lost the race is handed to the
+server, which commits it on its current base under its catalog lock, as a local writer
+rebuilds under the lock (CATHTTP-17, :mod:`lakefmt.server_append`); otherwise, and for
+other commits, it is rebuilt here and sent again.
 
 Example:
     >>> cat = lakefmt.Catalog("http://catalog.internal:8765", token=os.environ["TOKEN"],
@@ -56,8 +62,10 @@ from lakefmt.catalog_http import (
 from lakefmt.errors import CommitStateUnknownError, LakefmtError, ReadOnlyCatalogError, ValidationError
 from lakefmt.idempotency import WriterBatch
 from lakefmt.io import FileIO, join, normalize_location
-from lakefmt.metadata import FORMAT_VERSIONS
+from lakefmt.metadata import FORMAT_VERSION, FORMAT_VERSIONS, read_metadata
 from lakefmt.names import parse_identifier, validate_name
+from lakefmt.table_creation import new_table_metadata
+from lakefmt.warehouse_layout import metadata_version
 
 if TYPE_CHECKING:
     from lakefmt.table import Table
@@ -85,6 +93,10 @@ class RemoteCatalog(Catalog):
         timeout: seconds to wait for one answer.
         retry_seconds: how long a request that got no answer is sent again (a server restart).
         read_only: refuse every write before anything is written.
+        server_appends: hand a plain append whose swap lost the race to the server, which commits it
+            under its catalog lock (CATHTTP-17), instead of rebuilding it here and sending it again.
+            Off by default: it moves the rebuild's work into the one server process (measured slower
+            with 4 writers on 2 cores).
         catalog_path, create, lock_timeout: belong to the server's catalog file: ``catalog_path``
             must be None, ``create`` and ``lock_timeout`` are ignored.
     """
@@ -92,7 +104,7 @@ class RemoteCatalog(Catalog):
     def __init__(self, warehouse: str, *, catalog_path: str | None = None,
                  storage_options: dict[str, Any] | None = None, lock_timeout: float = 30.0,
                  create: bool = False, read_only: bool = False, token: str | None = None,
-                 timeout: float = 60.0, retry_seconds: float = 30.0) -> None:
+                 timeout: float = 60.0, retry_seconds: float = 30.0, server_appends: bool = False) -> None:
         if catalog_path is not None:
             raise errors.InvalidCatalogPathError(
                 f"catalog_path={catalog_path!r} cannot be combined with the catalog server {warehouse}: the "
@@ -101,11 +113,13 @@ class RemoteCatalog(Catalog):
         if token is not None and (not isinstance(token, str) or not token.strip()):
             raise ValidationError("token must be a non-empty string (an empty token would send no credentials)")
         self.url = warehouse.rstrip("/")
+        self._token = token
         self.retry_seconds = float(retry_seconds)
         self.lock_timeout = float(lock_timeout)
         self._http = HttpClient(self.url, token, timeout=float(timeout), retry_seconds=self.retry_seconds)
         self._own_leases: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._pointers: dict[tuple[str, str], tuple[str, float]] = {}  # -> (location, until when it answers)
+        self._server_appends = bool(server_appends)  # off again once the server turns out not to apply them
         self._memory_lock = threading.Lock()
         config = self._json("GET", "/config")
         self.server = str(config.get("server", ""))
@@ -119,6 +133,12 @@ class RemoteCatalog(Catalog):
 
     def __repr__(self) -> str:
         return f"RemoteCatalog({self.url!r}, warehouse={self.warehouse!r})"
+
+    @property
+    def token(self) -> str | None:
+        """The bearer token sent with every request (None: none), for a tool that opens this catalog again
+        elsewhere, e.g. write_native's Spark data source path. Not part of ``repr``."""
+        return self._token
 
     def _read_only_error(self, what: str) -> ReadOnlyCatalogError:
         return ReadOnlyCatalogError(f"cannot {what}: the catalog server {self.url} is open read-only "
@@ -187,9 +207,9 @@ class RemoteCatalog(Catalog):
 
     def create_table(self, identifier: str | Sequence[str], schema: pa.Schema | Any, *,
                      partition_by: Sequence[str] = (), sort_by: Sequence[str] = (),
-                     properties: dict[str, str] | None = None, format_version: int = 1) -> Table:
+                     properties: dict[str, str] | None = None, format_version: int = FORMAT_VERSION) -> Table:
         """As :meth:`Catalog.create_table`: the first metadata file is written here, then registered (CATHTTP-7)."""
-        from lakefmt.table import Table, new_table_metadata  # table sits above the catalog
+        from lakefmt.table import Table  # table sits above the catalog
 
         namespace, name = parse_identifier(identifier)
         self._check_writable(f"create table {namespace}.{name}")
@@ -217,9 +237,26 @@ class RemoteCatalog(Catalog):
         return Table(self, (namespace, name), metadata, metadata_location)
 
     def register_table(self, identifier: str | Sequence[str], metadata_location: str) -> Table:
-        raise ValidationError(f"register_table runs where the catalog file is: on the server's machine, "
-                              f"`lakefmt register` against its catalog file (the server at {self.url} keeps "
-                              "serving meanwhile)")
+        """As :meth:`Catalog.register_table`: the server reads the metadata file and registers the table
+        (CATHTTP-16, CAT-20); the file must be on the warehouse's store."""
+        from lakefmt.table import Table  # table sits above the catalog
+
+        namespace, name = parse_identifier(identifier)
+        self._check_writable(f"register table {namespace}.{name}")
+        if not isinstance(metadata_location, str):
+            raise ValidationError(f"metadata_location must be a string, got {metadata_location!r}")
+        location = normalize_location(metadata_location)
+        metadata_version(location)  # LAYOUT-9, before a request
+        status, payload, uncertain = self._call("POST", f"/namespaces/{_q(namespace)}/register",
+                                                {"name": name, "metadata_location": location})
+        if status >= 400 and not (uncertain and status == 409 and self._registered(namespace, name, location)):
+            raise self._http.error(status, payload)
+        return Table(self, (namespace, name), read_metadata(self.io, location), location)
+
+    def _registered(self, namespace: str, name: str, location: str) -> bool:
+        """Whether the table is registered at ``location``: a resent registration was applied the first time."""
+        status, payload, _ = self._call("GET", f"/namespaces/{_q(namespace)}/tables/{_q(name)}")
+        return status == 200 and isinstance(payload, dict) and payload.get("metadata_location") == location
 
     @classmethod
     def recover(cls, *args: Any, **kwargs: Any) -> Any:
@@ -341,6 +378,35 @@ class RemoteCatalog(Catalog):
             f"({problem}); whether it was applied is unknown, so its files are kept (COMMIT-11). Check "
             "the table's history once the server is back")
 
+    def _server_append(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """Ask the server to commit a refused append on its current base (CATHTTP-17); the answer if committed.
+
+        Sent again after a lost answer: the server applies it once (CATHTTP-19). None from a server
+        without the endpoint (the caller rebuilds the append itself); a refusal raises its error
+        class (CATHTTP-3); no answer at all raises :class:`CommitStateUnknownError`.
+        """
+        if not self._server_appends:
+            return None
+        path = f"/namespaces/{_q(namespace)}/tables/{_q(name)}/append"
+        started = time.monotonic()
+        try:
+            status, payload, _ = self._call("POST", path, body, retry_status=(500,))
+        except CatalogServerError as exc:
+            raise CommitStateUnknownError(
+                f"the append to {namespace}.{name} (snapshot {body['snapshot_id']}) got no answer from the catalog "
+                f"server {self.url} ({exc}); whether it was applied is unknown, so its files are kept "
+                "(COMMIT-11). Check the table's history once the server is back") from exc
+        if status == 200 and isinstance(payload, dict) and payload.get("committed"):
+            self._told(namespace, name, None if payload.get("replayed") else str(payload["metadata_location"]),
+                       started + POINTER_SECONDS)
+            return payload
+        if status in (404, 405) and not (isinstance(payload, dict) and "error" in payload):
+            self._server_appends = False  # no such route: a server older than CATHTTP-17
+            return None
+        if status == 409 and isinstance(payload, dict) and payload.get("reason") == "write-lease-lost":
+            self._forget_lease("write", body.get("lease_token"))
+        raise self._http.error(status, payload)
+
     # -- leases this client took: known live until they expire ---------------------------
     def _remember_lease(self, key: tuple[str, str, str], owner: str, expires_at: float | None) -> None:
         with self._memory_lock:
@@ -407,6 +473,19 @@ class RemoteSession:
         return self.catalog._commit(namespace, name, {
             "expected": expected, "new": new, "operation": operation, "snapshot_id": snapshot_id,
             "summary": summary, "writer_batch": batch, "lease_token": lease_token})
+
+    def append_on_server(self, namespace: str, name: str, build: Any, attempt: Any, *,
+                         writer_batch: WriterBatch | None, lease: Any) -> tuple[Any, str] | None:
+        """After a refused swap: the server commits a plain append on its current base under its lock
+        (CATHTTP-17); the new metadata and location, or None when the commit is not a plain append."""
+        from lakefmt.server_append import append_on_server  # it builds on the core's commit module
+
+        with self.catalog._memory_lock:  # the pointer a `moved` refusal named (CATHTTP-10)
+            known = self.catalog._pointers.get((namespace, name))
+        if known is None:  # refused for another reason (lease, batch): the next session raises it
+            return None
+        return append_on_server(self.catalog, namespace, name, build, attempt, expected=known[0],
+                                writer_batch=writer_batch, lease=lease)
 
     def acquire_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str, ttl: float) -> bool:
         self.catalog._check_writable(f"take a {kind} lease")

@@ -2,7 +2,9 @@
 
 :class:`CatalogSession` is what :meth:`lakefmt.catalog.Catalog.session` hands out: the
 attached catalog file, locked for one short unit of work (CAT-6), with the pointer's
-compare-and-swap (CAT-4) and its commit-log row (CAT-5).
+compare-and-swap (CAT-4) and its commit-log row (CAT-5). Every statement lakefmt runs on
+the catalog's own tables is a method here, so :class:`lakefmt.catalog.Catalog` and the
+catalog server (:mod:`lakefmt.service.catalog_api`) do the same work in the same SQL.
 """
 
 from __future__ import annotations
@@ -11,14 +13,21 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import duckdb
 
-from lakefmt.errors import CorruptCatalogError, NoSuchTableError, ValidationError
+from lakefmt.errors import (
+    CorruptCatalogError,
+    NamespaceExistsError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    TableExistsError,
+    ValidationError,
+)
 from lakefmt.idempotency import WriterBatch, last_committed_batch, record_batch
 
 ATTACHED = "lakefmt_file"  # the catalog file's name inside a session (CAT-6)
@@ -117,6 +126,144 @@ class CatalogSession:
         if row is None:
             raise self.no_such_table(namespace, name)
         return str(row[0])
+
+    # -- names (CAT-1, CAT-7, CAT-8, CAT-12, CAT-13, CAT-20): used by the local catalog and the
+    # catalog server only; a remote catalog sends these operations as whole requests.
+    def namespace_exists(self, namespace: str) -> bool:
+        return self.con.execute("SELECT 1 FROM namespaces WHERE namespace = ?", [namespace]).fetchone() is not None
+
+    def namespaces(self) -> list[str]:
+        return [r[0] for r in self.con.execute("SELECT namespace FROM namespaces ORDER BY 1").fetchall()]
+
+    def create_namespace(self, namespace: str, properties: dict[str, str]) -> None:
+        """CAT-13: an existing namespace is refused."""
+        if self.namespace_exists(namespace):
+            raise NamespaceExistsError(f"namespace {namespace} already exists")
+        self.con.execute("INSERT INTO namespaces VALUES (?, ?, ?)", [namespace, json.dumps(properties), utcnow()])
+
+    def drop_namespace(self, namespace: str) -> None:
+        """CAT-13: a missing namespace, or one that still holds tables, is refused and nothing changes."""
+        if not self.namespace_exists(namespace):
+            raise NoSuchNamespaceError(f"namespace {namespace} does not exist")
+        count = self.con.execute("SELECT count(*) FROM tables WHERE namespace = ?", [namespace]).fetchone()
+        if count and count[0]:
+            raise ValidationError(f"namespace {namespace} is not empty ({count[0]} tables)")
+        self.con.execute("DELETE FROM namespaces WHERE namespace = ?", [namespace])
+
+    def table_exists(self, namespace: str, name: str) -> bool:
+        return self.con.execute("SELECT 1 FROM tables WHERE namespace = ? AND name = ?",
+                                [namespace, name]).fetchone() is not None
+
+    def table_names(self, namespace: str | None = None) -> list[str]:
+        """``namespace.name`` of every table (of ``namespace``), sorted."""
+        if namespace is None:
+            rows = self.con.execute("SELECT namespace, name FROM tables ORDER BY 1, 2").fetchall()
+        else:
+            rows = self.con.execute("SELECT namespace, name FROM tables WHERE namespace = ? ORDER BY 2",
+                                    [namespace]).fetchall()
+        return [f"{ns}.{n}" for ns, n in rows]
+
+    def table_row(self, namespace: str, name: str) -> tuple[str, str, int]:
+        """``(table_uuid, metadata_location, version)`` of a table, read together (CAT-3, CAT-15, CAT-17)."""
+        row = self.con.execute("SELECT table_uuid, metadata_location, version FROM tables "
+                               "WHERE namespace = ? AND name = ?", [namespace, name]).fetchone()
+        if row is None:
+            raise self.no_such_table(namespace, name)
+        return str(row[0]), str(row[1]), int(row[2])
+
+    def insert_table(self, namespace: str, name: str, table_uuid: str, metadata_location: str, *,
+                     version: int = 1, operation: str = "create", snapshot_id: int | None = None,
+                     batches: Sequence[tuple[WriterBatch, int]] = ()) -> None:
+        """Add a table whose metadata file exists, in one transaction: the namespace if missing, the
+        ``tables`` row and its ``commit_log`` row (CAT-5), with ``operation`` ``create`` (CAT-12) or
+        ``register`` (CAT-20) and, for a registration, each writer's newest batch found in the
+        table's history as ``(batch, snapshot_id)`` (PROGRESS-1).
+
+        Raises:
+            TableExistsError: the name is taken, or ``table_uuid`` is registered under another name
+                (LAYOUT-11). Nothing was written.
+        """
+        if self.table_exists(namespace, name):
+            raise TableExistsError(f"table {namespace}.{name} already exists {self.where}".rstrip())
+        other = self.con.execute("SELECT namespace, name FROM tables WHERE table_uuid = ?", [table_uuid]).fetchone()
+        if other is not None:
+            raise TableExistsError(f"table-uuid {table_uuid} of {metadata_location} is already registered as "
+                                   f"{other[0]}.{other[1]}; two names must not share one table (LAYOUT-11)")
+        now = utcnow()
+        self._transaction(lambda: self._insert_table(namespace, name, table_uuid, metadata_location, version,
+                                                     operation, snapshot_id, batches, now))
+
+    def _insert_table(self, namespace: str, name: str, table_uuid: str, location: str, version: int,
+                      operation: str, snapshot_id: int | None, batches: Sequence[tuple[WriterBatch, int]],
+                      now: datetime) -> None:
+        self.con.execute("INSERT OR IGNORE INTO namespaces VALUES (?, '{}', ?)", [namespace, now])
+        self.con.execute("INSERT INTO tables VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [namespace, name, table_uuid, location, version, now, now])
+        self.con.execute("INSERT INTO commit_log VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?, '{}')",
+                         [table_uuid, namespace, name, version, location, now, operation, snapshot_id])
+        for batch, batch_snapshot_id in batches:
+            record_batch(self.con, table_uuid, batch, batch_snapshot_id, now)
+
+    def rename_table(self, old: tuple[str, str], new: tuple[str, str]) -> None:
+        """Give the table's row another name, creating the target namespace if needed, atomically (CAT-7)."""
+        if not self.table_exists(*old):
+            raise self.no_such_table(*old)
+        if self.table_exists(*new):
+            raise TableExistsError(f"table {new[0]}.{new[1]} already exists")
+        now = utcnow()
+
+        def rename() -> None:
+            self.con.execute("INSERT OR IGNORE INTO namespaces VALUES (?, '{}', ?)", [new[0], now])
+            row = self.con.execute("SELECT table_uuid, metadata_location, version, created_at FROM tables "
+                                   "WHERE namespace = ? AND name = ?", list(old)).fetchone()
+            self.con.execute("DELETE FROM tables WHERE namespace = ? AND name = ?", list(old))
+            self.con.execute("INSERT INTO tables VALUES (?, ?, ?, ?, ?, ?, ?)", [*new, *row, now])
+
+        self._transaction(rename)
+
+    def drop_table(self, namespace: str, name: str) -> str:
+        """Delete the table's row and the leases of tables no longer in the catalog (CAT-8, CAT-9), in one
+        transaction; returns the metadata location the row held."""
+        location = self.current_location(namespace, name)
+
+        def drop() -> None:
+            self.con.execute("DELETE FROM tables WHERE namespace = ? AND name = ?", [namespace, name])
+            self.con.execute("DELETE FROM leases WHERE table_uuid NOT IN (SELECT table_uuid FROM tables)")
+
+        self._transaction(drop)
+        return location
+
+    def commit_records(self, *, table_uuid: str | None = None, namespace: str | None = None,
+                       name: str | None = None, new: str | None = None, limit: int | None = None
+                       ) -> list[CommitRecord]:
+        """Rows of the commit log, newest first, optionally of one table or one new metadata location
+        (CAT-5; COMMIT-11 and CATHTTP-9 look a commit up by ``new``)."""
+        filters = (("table_uuid", table_uuid), ("namespace", namespace), ("name", name),
+                   ("new_metadata_location", new))
+        where = [f"{column} = ?" for column, value in filters if value is not None]
+        params: list[Any] = [value for _, value in filters if value is not None]
+        sql = ("SELECT namespace, name, version, old_metadata_location, new_metadata_location, committed_at, "
+               "operation, snapshot_id, summary FROM commit_log")
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY committed_at DESC, version DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [CommitRecord(f"{r[0]}.{r[1]}", r[2], r[3], r[4], r[5].replace(tzinfo=timezone.utc), r[6], r[7],
+                             json.loads(r[8] or "{}"))
+                for r in self.con.execute(sql, params).fetchall()]
+
+    def _transaction(self, work: Callable[[], None]) -> None:
+        """Run ``work()`` in one transaction: all of it, or (on any error) none of it."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            work()
+            self.con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise
 
     def compare_and_swap(self, namespace: str, name: str, expected: str, new: str, *,
                          operation: str, snapshot_id: int | None, summary: dict[str, Any],

@@ -29,7 +29,7 @@ from lakefmt.expressions import BoundExpression
 from lakefmt.hooks import checkpoint
 from lakefmt.idempotency import WriterBatch
 from lakefmt.io import FileIO
-from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
+from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile, merge_groups
 from lakefmt.manifest_cache import read_entries
 from lakefmt.manifest_cache import read_list, remember_entries, remember_list
 from lakefmt.manifest_io import decode_bound, write_manifest, write_manifest_list
@@ -38,6 +38,7 @@ from lakefmt.properties import (
     COMMIT_MAX_WAIT_MS, COMMIT_MIN_WAIT_MS, COMMIT_RETRIES, MANIFEST_MIN_MERGE_COUNT, MANIFEST_TARGET_SIZE,
     METADATA_PREVIOUS_MAX, int_property,
 )
+from lakefmt.snapshot_history import write_pending
 from lakefmt.threads import thread_map
 from lakefmt.updates import AddSnapshot, Requirement, SetCurrentSnapshot, Update, UpgradeFormatVersion, apply_updates
 
@@ -116,7 +117,7 @@ class SnapshotProducer:
             requirement.check(base)
         if self.change.writer_batch is not None:
             self.change.writer_batch.check_history(base)  # PROGRESS-3, for commits logged nowhere else
-        while base.has_snapshot(self.snapshot_id):
+        while base.is_inline(self.snapshot_id):  # SNAP-2: random ids; history files are not read for this
             self.snapshot_id = new_snapshot_id()
         self._validate_concurrent_additions(base)
         sequence = base.last_sequence_number + 1
@@ -184,9 +185,10 @@ class SnapshotProducer:
                                ) -> tuple[list[ManifestFile], list[str]]:
         """Keep the manifest list short on append-heavy tables (COMMIT-8, ML-6).
 
-        When more than ``commit.manifest.min-count-to-merge`` manifests of one spec are
-        smaller than ``write.manifest.target-size-bytes``, they are merged into one: a
-        fast append stays cheap however many commits came before.
+        Small manifests (under ``write.manifest.target-size-bytes``) of one spec are merged
+        by size tier when a tier holds more than ``commit.manifest.min-count-to-merge``
+        (:func:`~lakefmt.manifest.merge_groups`): planning reads a few manifests however
+        many appends came before, and an append never rewrites the whole table.
         """
         min_count = int_property(base.properties, MANIFEST_MIN_MERGE_COUNT)
         target = int_property(base.properties, MANIFEST_TARGET_SIZE)
@@ -198,9 +200,8 @@ class SnapshotProducer:
             if m.length < target and m.path != own:  # merging its own would leave that file unreferenced
                 small_by_spec.setdefault(m.spec_id, []).append(m)
         out, written = list(manifests), []
-        for spec_id, small in small_by_spec.items():
-            if len(small) <= min_count:
-                continue
+        for spec_id, small in [(spec_id, group) for spec_id, candidates in small_by_spec.items()
+                               for group in merge_groups(candidates, min_count)]:
             entries: list[ManifestEntry] = []
             for m, m_entries in zip(small, _read_many(self.io, self.location, small, base)):
                 for e in m_entries:
@@ -322,7 +323,7 @@ class SnapshotProducer:
         if self.change.conflict_filter is None or base.current_snapshot_id == planned:
             return
         newer: list[Snapshot] = []
-        for snap in base.ancestors(base.current_snapshot_id):
+        for snap in base.iter_ancestors(base.current_snapshot_id):
             if snap.snapshot_id == planned:
                 break
             newer.append(snap)
@@ -478,8 +479,11 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
             new_meta = apply_updates(base, updates, timestamp_ms=int(time.time() * 1000),
                                      previous_location=relative_to(base.location, base_location),
                                      metadata_log_max=int_property(base.properties, METADATA_PREVIOUS_MAX))
-            unique = f"{token}-{uuid.uuid4().hex[:16]}" if token else str(uuid.uuid4())
-            new_location = f"{base.location}/metadata/v{_version(base_location) + 1:06d}-{unique}.metadata.json"
+            version = _version(base_location) + 1
+            # Snapshots that moved out of the metadata file go to new history files first (META-16, LAYOUT-13).
+            new_meta, history_files = write_pending(io, new_meta, version, lambda: _unique_name(token))
+            files += history_files
+            new_location = f"{base.location}/metadata/v{version:06d}-{_unique_name(token)}.metadata.json"
             io.write_bytes(new_location, new_meta.dump_bytes())
             files.append(new_location)
             io.sync()  # COMMIT-20: every file of the commit is durable before the swap
@@ -523,6 +527,13 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
                          lease_token=None if lease is None else lease.token):
                     checkpoint("after-swap")
                     return attempt.metadata, attempt.location
+                # Lost to a writer outside the lock: a catalog server commits a plain append itself, on its
+                # current base under its lock, as this writer would under a local one (CATHTTP-17, COMMIT-7).
+                on_server = getattr(session, "append_on_server", None)
+                applied = on_server and on_server(namespace, name, build, attempt, writer_batch=writer_batch,
+                                                  lease=lease)
+                if applied:
+                    return applied
         if attempt is not None:
             io.delete_many(attempt.files)  # a writer outside the catalog lock moved the pointer
         attempt = None
@@ -553,9 +564,9 @@ def _swap(session: CatalogSession, namespace: str, name: str, attempt: _Attempt,
     """The compare-and-swap of a prepared attempt, with its commit-log row (CAT-4, CAT-5)."""
     new_meta, base = attempt.metadata, attempt.base
     new_snapshot = new_meta.current_snapshot
-    # CAT-5: only a snapshot this commit added is logged (a rollback moves to an old one).
-    if new_snapshot is not None and len(new_meta.snapshots) > len(base.snapshots) and \
-            not base.has_snapshot(new_snapshot.snapshot_id):
+    # CAT-5: only a snapshot this commit added is logged (a rollback moves to an old one). A snapshot the
+    # commit added has a sequence number above the base's (SNAP-3): no history file is read to know.
+    if new_snapshot is not None and new_snapshot.sequence_number > base.last_sequence_number:
         log_summary = {**(summary or {}), **new_snapshot.summary}  # CAT-5: the snapshot's summary
         log_snapshot_id = new_snapshot.snapshot_id
     else:
@@ -566,6 +577,11 @@ def _swap(session: CatalogSession, namespace: str, name: str, attempt: _Attempt,
                                         writer_batch=writer_batch, lease_token=lease_token)
     except Exception as exc:  # the outcome of the swap is unknown: keep every file (COMMIT-11)
         raise CommitStateUnknownError(f"catalog swap for {namespace}.{name} failed: {exc}") from exc
+
+
+def _unique_name(token: str | None) -> str:
+    """The ``{unique}`` part of a metadata or history file name, with the writer token if any (LAYOUT-9, CAT-10)."""
+    return f"{token}-{uuid.uuid4().hex[:16]}" if token else str(uuid.uuid4())
 
 
 def relative_to(location: str, path: str) -> str:

@@ -16,8 +16,10 @@ random order within a window (``ts``, 0% saved) cost half of their write time in
 for that, so a column saving less than :data:`MIN_ZSTD_SAVING` in a trial write of the
 sample is stored uncompressed: 15% less CPU for a whole bin-pack rewrite (reading and
 verifying included) for 3% more bytes on that data. The trial write is made only when
-more rows than the sample arrive: for a small write the trial would cost as much as the
-write itself, and compressing a small file's incompressible column costs little.
+at least :data:`MEASURE_MIN_ROWS` (four samples' worth) arrive: for a smaller write the
+trial would cost as much as the write itself, and compressing a small file's
+incompressible column costs little (a compaction group of 20,000 telemetry rows spent
+more CPU in the trial than in writing its output).
 
 :func:`choose_encodings` decides per column from a sample of the rows: a top-level
 column keeps its dictionary unless at least :data:`HIGH_CARDINALITY_RATIO` of the
@@ -46,6 +48,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 SAMPLE_ROWS = 16_384
+MEASURE_MIN_ROWS = 4 * SAMPLE_ROWS  # fewer rows arriving: no trial write (every column ZSTD)
 MIN_SAMPLE_ROWS = 1_024
 HIGH_CARDINALITY_RATIO = 0.9
 MIN_ZSTD_SAVING = 0.1
@@ -119,10 +122,10 @@ def choose_encodings(sample: pa.Table, compression_level: int = 3,
     ones, which are written plain, or ``DELTA_BINARY_PACKED`` when stored as integers;
     of those, the ones ZSTD does not shrink by ``min_saving`` (the table's
     ``write.parquet.min-compression-saving``; 0 compresses every column) are stored
-    uncompressed (:func:`incompressible`), measured only when ``sample`` holds more rows
-    than the sample size.
+    uncompressed (:func:`incompressible`), measured only when ``sample`` holds at least
+    :data:`MEASURE_MIN_ROWS` rows.
     """
-    measure = min_saving > 0 and sample.num_rows > SAMPLE_ROWS
+    measure = min_saving > 0 and sample.num_rows >= MEASURE_MIN_ROWS
     sample = sample.slice(0, SAMPLE_ROWS)
     plain = {i for i, (field, column) in enumerate(zip(sample.schema, sample.columns))
              if not pa.types.is_nested(field.type) and not pa.types.is_boolean(field.type)

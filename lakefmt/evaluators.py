@@ -22,8 +22,11 @@ READ-10 (conservative pruning, NaN).
   (EXPR-5); a column missing from a file reads as all null. ``row_mask`` computes the same
   selection with compute kernels directly (no query plan per call), comparing
   dictionary-encoded columns on their dictionary.
+  ``matching_positions`` returns the same rows as row numbers, evaluating an AND term by term
+  on the rows still selected.
 * READ-13 Residual filters: ``residual`` drops from a filter the leaves a file's statistics
-  decide for every row of the file, so a reader evaluates (and reads the columns of) only the rest.
+  decide for every row of the file, so a reader evaluates (and reads the columns of) only the rest;
+  ``Residuals`` does it for the many files of a scan.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from lakefmt.expressions import (
     bind,
     operands,
     or_,
+    referenced_field_ids,
 )
 from lakefmt.manifest import DataFile, ManifestFile
 from lakefmt.partitioning import PartitionField, PartitionSpec
@@ -434,37 +438,75 @@ def residual(expr: Expression, f: DataFile) -> Expression:
     when it satisfies ``expr``. Filters of more than :data:`MAX_RESIDUAL_LEAVES` leaves are
     returned unchanged (the walk per file would cost more than it saves).
     """
-    if f.record_count == 0:
-        return ALWAYS_FALSE
-    leaves = 0
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, (And, Or)):
-            stack += (e.left, e.right)
-        elif isinstance(e, Not):
-            return expr
-        elif isinstance(e, BoundPredicate):
-            leaves += 1
-            if leaves > MAX_RESIDUAL_LEAVES:
-                return expr
+    return Residuals(expr).of(f)
 
-    def walk(e: Expression) -> Expression:
-        if isinstance(e, And):
-            return and_(walk(e.left), walk(e.right))
-        if isinstance(e, Or):
-            return or_(walk(e.left), walk(e.right))
-        if isinstance(e, BoundPredicate):
-            stats = _file_stats(f, e)
-            if _must_match(e, f, stats):
-                return ALWAYS_TRUE
+
+class Residuals:
+    """:func:`residual` for the many files of one scan (READ-13).
+
+    The leaves are listed once; per file, each leaf gets a verdict from the file's statistics
+    (TRUE for every row, for no row, or undecided), bounds decoded once per column; and the
+    remainder is built once per combination of verdicts, so files alike share one remainder
+    object (and whatever a reader keeps per remainder).
+    """
+
+    _MEMO = 256
+
+    def __init__(self, expr: Expression) -> None:
+        self.expr = expr
+        self.leaves: list[BoundPredicate] | None = []
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, (And, Or)):
+                stack += (e.right, e.left)  # left first: the order ``_rebuild`` walks
+            elif isinstance(e, Not) or len(self.leaves) >= MAX_RESIDUAL_LEAVES and isinstance(e, BoundPredicate):
+                self.leaves = None
+                break
+            elif isinstance(e, BoundPredicate):
+                self.leaves.append(e)
+        self._memo: dict[tuple[int, ...], Expression] = {}
+
+    def of(self, f: DataFile) -> Expression:
+        if f.record_count == 0:
+            return ALWAYS_FALSE
+        if not self.leaves:
+            return self.expr
+        decoded: dict[tuple[int, LakeType], tuple[int | None, int | None, Any, Any]] = {}
+        verdicts = []
+        for leaf in self.leaves:
+            key = (leaf.field_id, leaf.type)
+            stats = decoded.get(key)
+            if stats is None:
+                stats = decoded[key] = _file_stats(f, leaf)
+            if _must_match(leaf, f, stats):
+                verdicts.append(1)
+                continue
             values, nulls, lo, hi = stats
             all_null = nulls is not None and (nulls == values or nulls == f.record_count)
-            if not _might_match(e, _Stats(lo, hi, nulls is None or nulls > 0, all_null)):
-                return ALWAYS_FALSE
-        return e
+            verdicts.append(2 if _might_match(leaf, _Stats(lo, hi, nulls is None or nulls > 0, all_null)) else 0)
+        key_ = tuple(verdicts)
+        found = self._memo.get(key_)
+        if found is None:
+            found = self.expr if 0 not in key_ and 1 not in key_ else self._rebuild(iter(key_))
+            if len(self._memo) < self._MEMO:
+                self._memo[key_] = found
+        return found
 
-    return walk(expr)
+    def _rebuild(self, verdicts: Any) -> Expression:
+        def walk(e: Expression) -> Expression:
+            if isinstance(e, And):
+                left = walk(e.left)
+                return and_(left, walk(e.right))
+            if isinstance(e, Or):
+                left = walk(e.left)
+                return or_(left, walk(e.right))
+            if not isinstance(e, BoundPredicate):
+                return e
+            verdict = next(verdicts)
+            return ALWAYS_TRUE if verdict == 1 else ALWAYS_FALSE if verdict == 0 else e
+
+        return walk(self.expr)
 
 
 # -- row filter (EXPR-10) ----------------------------------------------------------------------------
@@ -546,7 +588,8 @@ def _to_arrow(expr: Expression, column_name: Callable[[int], str | None], level:
     return field >= lit
 
 
-def row_mask(expr: Expression, data: pa.Table, column_name: Callable[[int], str | None]) -> pa.ChunkedArray:
+def row_mask(expr: Expression, data: pa.Table, column_name: Callable[[int], str | None], *,
+             prepared: bool = False) -> pa.ChunkedArray:
     """A boolean mask without nulls, True exactly for the rows of ``data`` where ``expr`` is TRUE (EXPR-10).
 
     The rows are those ``data.filter(to_arrow_expression(expr, column_name))`` keeps, but the
@@ -555,9 +598,10 @@ def row_mask(expr: Expression, data: pa.Table, column_name: Callable[[int], str 
     (both, either) TRUE, so each node only needs the rows where it is TRUE: an AND whose left
     side is TRUE nowhere skips its right side. A dictionary-encoded column is compared on its
     dictionary, and the result taken through the indices. Columns must have the table's Arrow
-    types, or be dictionaries of them.
+    types, or be dictionaries of them. ``prepared``: ``expr`` is already bound and NOT-free.
     """
-    expr = _require_bound(expr)
+    if not prepared:
+        expr = _require_bound(expr)
     n = data.num_rows
 
     def evaluate(e: Expression) -> pa.ChunkedArray | bool:
@@ -587,14 +631,59 @@ def row_mask(expr: Expression, data: pa.Table, column_name: Callable[[int], str 
             if e.op not in _DICTIONARY_OPS:
                 chunks.append(_leaf_mask(e, chunk.dictionary_decode()))
                 continue
-            per_value = pc.fill_null(_leaf_mask(e, chunk.dictionary), False)
-            chunks.append(pc.fill_null(pc.take(per_value, chunk.indices), False))  # a null index: not TRUE
+            per_value = _no_nulls(_leaf_mask(e, chunk.dictionary))
+            chunks.append(_no_nulls(pc.take(per_value, chunk.indices)))  # a null index: not TRUE
         return pa.chunked_array(chunks, pa.bool_())
 
     result = evaluate(expr)
     if isinstance(result, bool):
         return pa.chunked_array([pa.repeat(pa.scalar(result), n)])
-    return pc.fill_null(result, False)
+    return _no_nulls(result)
+
+
+def _no_nulls(mask: Any) -> Any:
+    """NULL as FALSE (a mask without nulls is returned as it is: most are)."""
+    return pc.fill_null(mask, False) if mask.null_count else mask
+
+
+def matching_positions(expr: Expression, data: pa.Table, column_name: Callable[[int], str | None], *,
+                       prepared: bool = False) -> pa.Array:
+    """The row numbers (ascending) of the rows of ``data`` where ``expr`` is TRUE: the rows ``row_mask`` selects.
+
+    An AND is evaluated one term at a time: the first term on every row, each next one only on
+    the rows still selected, taken from ``data``, once they are few. A row satisfies a NOT-free
+    AND exactly when it satisfies every term (EXPR-5), so evaluating a term on fewer rows never
+    changes which rows are returned, and a selective first term (``payload_id = 1234``) spares
+    evaluating the others on every row. Equalities are evaluated first, then the other terms,
+    each group in the filter's order. ``prepared``: ``expr`` is already bound and NOT-free.
+    """
+    if not prepared:
+        expr = _require_bound(expr)
+    n = data.num_rows
+    terms = operands(expr, And)
+    if len(terms) > 1:
+        terms = sorted(terms, key=_term_cost)
+    positions = pc.indices_nonzero(row_mask(terms[0], data, column_name, prepared=True))
+    for term in terms[1:]:
+        if len(positions) == 0:
+            break
+        columns = [c for c in (column_name(fid) for fid in sorted(referenced_field_ids(term))) if c is not None]
+        if columns and len(positions) * _SPARSE < n:  # few rows left: evaluate the term on those rows only
+            keep = row_mask(term, data.select(columns).take(positions), column_name, prepared=True)
+        else:
+            keep = pc.take(row_mask(term, data, column_name, prepared=True), positions)
+        positions = pc.filter(positions, keep.combine_chunks() if isinstance(keep, pa.ChunkedArray) else keep)
+    return positions
+
+
+# A term is evaluated on the rows still selected, rather than on every row, once they are fewer
+# than one in _SPARSE: taking them costs about what evaluating a term on every row does.
+_SPARSE = 8
+
+
+def _term_cost(term: Expression) -> int:
+    """Equalities first (most selective, cheapest to evaluate), then anything else (sort is stable)."""
+    return 0 if isinstance(term, BoundPredicate) and term.op in ("eq", "in") else 1
 
 
 # Leaves whose TRUE rows are exactly the rows whose dictionary value satisfies them: a null

@@ -3,13 +3,20 @@
 :class:`FileReader` does the per-scan work once (schemas, evaluators) and then reads
 files in parallel: it checks each file is the one its manifest entry describes
 (READ-12), skips row groups (READ-11), evaluates only the filter's residual (READ-13),
-reads the filter's columns before the others (late materialization), and drops the
-rows a deletion vector deletes (READ-14). :func:`read_data_file` reads one file.
+reads the filter's columns before the others (late materialization), decodes only the
+pages of the other columns that hold matching rows (READ-15), and drops the rows a
+deletion vector deletes (READ-14). :func:`read_data_file` reads one file.
 :mod:`lakefmt.scan` plans which files to read.
+
+Most of what reading a file costs beyond decoding is per file, so the reader keeps it
+small: how a file's columns map to the table's fields is worked out once per distinct
+file schema of the scan (:class:`Layout`), not once per file; a small file is read with
+one request (:data:`WHOLE_FILE_BYTES`).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,15 +25,29 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakefmt import parquet_pages
 from lakefmt.deletion_vectors import live_mask
-from lakefmt.errors import CorruptDataFileError, LakefmtError
-from lakefmt.evaluators import MetricsEvaluator, residual, row_mask
+from lakefmt.errors import CorruptDataFileError
+from lakefmt.evaluators import MetricsEvaluator, Residuals, matching_positions, row_mask
 from lakefmt.expressions import AlwaysFalse, AlwaysTrue, BoundExpression, Expression, referenced_field_ids
-from lakefmt.footer import row_group_metrics
+from lakefmt.file_layout import (  # re-exported: callers import them from here
+    Layout,
+    data_file_field_ids,
+    matching_row_groups,
+    plain_arrow_schema,
+    read_fields,
+)
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
-from lakefmt.schema import Field, Schema, arrow_field_id
-from lakefmt.types import STRING, can_promote, from_arrow
+from lakefmt.schema import Field, Schema
+from lakefmt.types import STRING
+
+__all__ = ["FileReader", "data_file_field_ids", "matching_row_groups", "plain_arrow_schema", "read_data_file"]
+
+# A local file at most this large is read with one request and parsed from memory: the footer
+# and the columns would otherwise take two or three requests, each costing more than copying
+# the rest of such a file.
+WHOLE_FILE_BYTES = 256 * 1024
 
 
 def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: Schema,
@@ -65,13 +86,16 @@ class _FilterColumns:
 
 
 class FileReader:
-    """Reads data files for one scan: the per-scan work (schemas, evaluators) is done once (READ-6..READ-13).
+    """Reads data files for one scan: the per-scan work (schemas, evaluators) is done once (READ-6..READ-15).
 
-    Thread-safe: a scan reads its files in parallel through one reader.
+    Thread-safe: a scan reads its files in parallel through one reader. ``column_threads``
+    decodes the columns of a large file in parallel: worth it when a scan has fewer files
+    than cores, a cost when files are read in parallel anyway.
     """
 
     def __init__(self, io: FileIO, table_schema: Schema, projected: Schema, row_filter: BoundExpression,
-                 metrics: MetricsEvaluator | None = None, *, table_location: str | None = None) -> None:
+                 metrics: MetricsEvaluator | None = None, *, table_location: str | None = None,
+                 column_threads: bool = True) -> None:
         self.io = io
         self.table_location = table_location
         self.table_schema = table_schema
@@ -79,12 +103,16 @@ class FileReader:
         self.row_filter = row_filter
         self.unfiltered = isinstance(row_filter, AlwaysTrue)
         self.metrics = None if self.unfiltered else metrics or MetricsEvaluator(row_filter, table_schema)
+        self._residuals = None if self.metrics is None else Residuals(self.metrics.expr)
         self.output = plain_arrow_schema(projected)
+        self.column_threads = column_threads
+        self.local = getattr(io, "scheme", "file") == "file"
         # Pre-buffering coalesces the column reads into few requests: a gain on object stores and
         # for whole files, a copy for nothing when a filtered read of a local file takes a few columns.
-        self.pre_buffer = self.unfiltered or getattr(io, "scheme", "file") != "file"
+        self.pre_buffer = self.unfiltered or not self.local
         self._names = {f.id: f.name for f in table_schema.fields}
-        self._columns: dict[Any, _FilterColumns] = {}
+        self._columns: dict[int, tuple[Expression, _FilterColumns]] = {}
+        self._layouts: list[Layout] = []
         self._dictionary_names = [] if self.unfiltered else sorted(
             f.name for f in (table_schema.field_by_id(fid) for fid in referenced_field_ids(row_filter))
             if f is not None and f.type == STRING)
@@ -98,21 +126,20 @@ class FileReader:
         the leaves ``data_file``'s statistics decide are not evaluated (READ-13).
         """
         try:
-            with self.io.open_input(location) as source:
+            with self._input(location, data_file) as source:
                 parquet = self._open(source)
-                file_names = data_file_field_ids(parquet, location, expected_rows)
+                layout = self._layout(parquet, location, expected_rows)
                 rows = parquet.metadata.num_rows
                 if self.metrics is None:
                     return _constant_mask(rows, True)
-                remaining = self.metrics.expr if data_file is None else residual(self.metrics.expr, data_file)
+                remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
                 if isinstance(remaining, (AlwaysTrue, AlwaysFalse)):
                     return _constant_mask(rows, isinstance(remaining, AlwaysTrue))
                 groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
                 if groups is not None and not groups:
                     return _constant_mask(rows, False)
                 columns = self._filter_columns(remaining)
-                keys = _read_fields(parquet, groups, columns.filter_fields, file_names, location,
-                                    keep_dictionary=True, use_threads=False)
+                keys = read_fields(parquet, layout, groups, columns.filter_fields, location, keep_dictionary=True)
                 mask = row_mask(remaining, keys, self._names.get)
                 if groups is None:
                     return mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
@@ -128,14 +155,15 @@ class FileReader:
              ) -> pa.Table:
         """The rows of one data file that match the filter, with the projected columns (see read_data_file)."""
         try:
-            with self.io.open_input(location) as source:
+            with self._input(location, data_file) as source:
                 parquet = self._open(source)
-                file_names = data_file_field_ids(parquet, location, expected_rows)
+                layout = self._layout(parquet, location, expected_rows)
                 live = self._live_rows(location, data_file)
+                threads = self.column_threads and (data_file is None or data_file.file_size_bytes > WHOLE_FILE_BYTES)
                 if self.metrics is None:
-                    return _keep(_read_fields(parquet, None, self.projected.fields, file_names, location, self.output),
-                                 live)
-                remaining = self.metrics.expr if data_file is None else residual(self.metrics.expr, data_file)
+                    return _keep(read_fields(parquet, layout, None, self.projected.fields, location, self.output,
+                                            use_threads=threads), live)
+                remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
                 if isinstance(remaining, AlwaysFalse):
                     return self.output.empty_table()
                 groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
@@ -143,15 +171,23 @@ class FileReader:
                     return self.output.empty_table()
                 live = None if live is None else _rows_of_groups(parquet, groups, live)
                 if isinstance(remaining, AlwaysTrue):
-                    return _keep(_read_fields(parquet, groups, self.projected.fields, file_names, location,
-                                              self.output), live)
-                return self._read_filtered(parquet, groups, remaining, file_names, location, live)
+                    return _keep(read_fields(parquet, layout, groups, self.projected.fields, location, self.output,
+                                            use_threads=threads), live)
+                return self._read_filtered(parquet, layout, source, groups, remaining, location, live)
         except FileNotFoundError as exc:
             raise CorruptDataFileError(f"data file {location} is referenced by the table but missing "
                                        "(READ-10); restore it from a copy") from exc
         except (pa.ArrowInvalid, OSError) as exc:
             raise CorruptDataFileError(f"data file {location} is not a readable Parquet file (READ-10): {exc}; "
                                        "restore the file the table wrote") from exc
+
+    def _input(self, location: str, data_file: DataFile | None) -> Any:
+        """The file, opened; a small local file is read whole first (see :data:`WHOLE_FILE_BYTES`)."""
+        source = self.io.open_input(location)
+        if self.local and data_file is not None and data_file.file_size_bytes <= WHOLE_FILE_BYTES:
+            with source:
+                return pa.BufferReader(source.read_buffer())
+        return source
 
     def _live_rows(self, location: str, data_file: DataFile | None) -> pa.BooleanArray | None:
         """True for each row of the file its deletion vector keeps; None when it has none (READ-14)."""
@@ -168,27 +204,47 @@ class FileReader:
 
         They are named by the table's names; a file where one is missing (the column was renamed
         or added since) is opened without. Any string column so named reads as a dictionary;
-        ``_read_fields`` decodes it unless it is a filter column.
+        a read plan decodes it unless it is a filter column.
         """
+        pre_buffer = self.pre_buffer and not isinstance(source, pa.BufferReader)
         if self._dictionary_names:
             try:
-                return pq.ParquetFile(source, pre_buffer=self.pre_buffer, read_dictionary=self._dictionary_names)
+                return pq.ParquetFile(source, pre_buffer=pre_buffer, read_dictionary=self._dictionary_names)
             except KeyError:
                 pass
-        return pq.ParquetFile(source, pre_buffer=self.pre_buffer)
+        return pq.ParquetFile(source, pre_buffer=pre_buffer)
+
+    def _layout(self, parquet: pq.ParquetFile, location: str, expected_rows: int | None) -> Layout:
+        """The file's layout, after checking it is the table's file (READ-12)."""
+        arrow_schema = parquet.schema_arrow
+        for layout in self._layouts:
+            if layout.arrow_schema.equals(arrow_schema, check_metadata=True):
+                break
+        else:
+            layout = Layout(arrow_schema, parquet.metadata)
+            self._layouts.append(layout)
+        if layout.problem is not None:
+            raise CorruptDataFileError(f"data file {location} {layout.problem}")
+        rows = parquet.metadata.num_rows
+        if expected_rows is not None and rows != expected_rows:
+            raise CorruptDataFileError(f"data file {location} holds {rows} rows but its manifest entry records "
+                                       f"{expected_rows} (READ-12); the file was replaced or truncated, restore "
+                                       "the file the table wrote")
+        return layout
 
     def _filter_columns(self, row_filter: Expression) -> _FilterColumns:
-        key = id(row_filter) if row_filter is self.metrics.expr else row_filter  # type: ignore[union-attr]
-        found = self._columns.get(key)
-        if found is None:
+        """Per remainder (one object per combination of verdicts, see ``Residuals``), its columns."""
+        found = self._columns.get(id(row_filter))
+        if found is None or found[0] is not row_filter:
             ids = frozenset(referenced_field_ids(row_filter))
             fields = tuple(f for f in (self.table_schema.field_by_id(fid) for fid in sorted(ids)) if f is not None)
-            found = _FilterColumns(ids, fields, tuple(f for f in self.projected.fields if f.id not in ids))
-            self._columns[key] = found
-        return found
+            found = (row_filter, _FilterColumns(ids, fields, tuple(f for f in self.projected.fields if f.id not in ids)))
+            if len(self._columns) < 1024:
+                self._columns[id(row_filter)] = found  # the remainder kept alive, so its id names it
+        return found[1]
 
-    def _read_filtered(self, parquet: pq.ParquetFile, groups: list[int] | None, row_filter: Expression,
-                       file_names: dict[int, str], location: str, live: pa.ChunkedArray | None = None) -> pa.Table:
+    def _read_filtered(self, parquet: pq.ParquetFile, layout: Layout, source: Any, groups: list[int] | None,
+                       row_filter: Expression, location: str, live: pa.ChunkedArray | None = None) -> pa.Table:
         """The rows of ``groups`` that match ``row_filter``: filter columns first, then the rest (READ-8).
 
         String columns of the filter come as dictionaries where the file was opened so (see
@@ -196,12 +252,11 @@ class FileReader:
         ``groups`` that no deletion vector deletes (READ-14).
         """
         columns = self._filter_columns(row_filter)
-        keys = _read_fields(parquet, groups, columns.filter_fields, file_names, location, keep_dictionary=True,
-                            use_threads=False)
-        mask = row_mask(row_filter, keys, self._names.get)
-        if live is not None:
-            mask = pc.fill_null(pc.and_(mask, live), False)
-        positions = pc.indices_nonzero(mask)
+        keys = read_fields(parquet, layout, groups, columns.filter_fields, location, keep_dictionary=True)
+        positions = matching_positions(row_filter, keys, self._names.get, prepared=True)
+        if live is not None and len(positions):
+            keep = pc.take(live, positions)
+            positions = pc.filter(positions, keep.combine_chunks() if isinstance(keep, pa.ChunkedArray) else keep)
         if len(positions) == 0:
             return self.output.empty_table()
         rest = columns.rest
@@ -209,37 +264,83 @@ class FileReader:
         if len(positions) == keys.num_rows:
             matched = keys
             if rest:
-                others = _read_fields(parquet, groups, rest, file_names, location, use_threads=False)
+                others = read_fields(parquet, layout, groups, rest, location)
         else:
             matched = keys.take(positions)
             if rest:
-                others = self._read_rows(parquet, groups, rest, file_names, location, mask, positions)
+                others = self._read_rows(parquet, layout, source, groups, rest, location, positions)
         arrays = [matched.column(f.name) if f.id in columns.filter_ids else others.column(f.name)  # type: ignore[union-attr]
                   for f in self.projected.fields]
-        table = pa.table(arrays, names=self.output.names)
+        table = pa.Table.from_arrays(arrays, names=self.output.names)
         return table if table.schema == self.output else table.cast(self.output)
 
-    @staticmethod
-    def _read_rows(parquet: pq.ParquetFile, groups: list[int] | None, fields: Sequence[Field],
-                   file_names: dict[int, str], location: str, mask: pa.ChunkedArray, positions: pa.Array
-                   ) -> pa.Table:
-        """``fields`` of the rows where ``mask`` (over ``groups``) is true, reading only the row groups
-        holding one; ``positions`` are those rows' numbers. Arrow kernels only: numpy is not required."""
+    def _read_rows(self, parquet: pq.ParquetFile, layout: Layout, source: Any, groups: list[int] | None,
+                   fields: Sequence[Field], location: str, positions: pa.Array) -> pa.Table:
+        """``fields`` of the rows numbered ``positions`` (ascending, over the rows of ``groups``): only
+        the row groups holding one are read, and of their wide columns only the pages holding
+        one (READ-15). Arrow kernels only: numpy is not required."""
         footer = parquet.metadata
         groups = list(range(footer.num_row_groups)) if groups is None else groups
-        if len(groups) == 1:
-            return _read_fields(parquet, groups, fields, file_names, location, use_threads=False).take(positions)
-        hit, parts, start = [], [], 0
-        for group in groups:
-            rows = footer.row_group(group).num_rows
-            part = mask.slice(start, rows)
-            start += rows
-            if pc.any(part).as_py():
-                hit.append(group)
-                parts.extend(part.chunks)
-        others = _read_fields(parquet, hit, fields, file_names, location, use_threads=False)
-        # The mask of the groups read numbers their rows as the read table does.
-        return others.take(pc.indices_nonzero(pa.chunked_array(parts, pa.bool_())))
+        starts, start = [], 0
+        for g in groups:
+            starts.append(start)
+            start += footer.row_group(g).num_rows
+        ends = [bisect.bisect_left(_Values(positions), s) for s in starts[1:]] + [len(positions)]
+        bounds = [0] + ends[:-1]
+        hit = [i for i in range(len(groups)) if ends[i] > bounds[i]]
+        parts, offset = [], 0
+        for i in hit:  # renumber the positions over the rows of the groups read
+            part = positions.slice(bounds[i], ends[i] - bounds[i])
+            shift = starts[i] - offset
+            parts.append(pc.subtract(part, pa.scalar(shift, part.type)) if shift else part)
+            offset += footer.row_group(groups[i]).num_rows
+        taken = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+        hit_groups = [groups[i] for i in hit]
+        sparse = self._sparse(parquet, layout, source, fields, hit_groups,
+                              {groups[i]: (positions, bounds[i], ends[i], starts[i]) for i in hit})
+        if sparse is not None:
+            try:
+                return read_fields(sparse, layout, hit_groups, fields, location).take(taken)
+            except (pa.ArrowInvalid, OSError):
+                pass  # read the whole chunks instead: never worse than reading them in the first place
+        return read_fields(parquet, layout, hit_groups, fields, location).take(taken)
+
+    def _sparse(self, parquet: pq.ParquetFile, layout: Layout, source: Any, fields: Sequence[Field],
+                groups: list[int], hits: dict[int, tuple[pa.Array, int, int, int]]) -> pq.ParquetFile | None:
+        """A reader of a copy of the file in which the pages of ``fields``' columns holding no wanted row
+        read as nulls (READ-15); None when no column chunk is worth it (or the file is not local)."""
+        if not self.local or not layout.flat or not hasattr(source, "readinto"):
+            return None
+        plan = layout.plan(fields, False, None)
+        leaves = [layout.leaf[name] for name in plan.columns]
+        footer = parquet.metadata
+        walk = set()
+        for g in groups:
+            _, lo, hi, _ = hits[g]
+            row_group = footer.row_group(g)
+            walk.update((g, c) for c in leaves
+                        if c in layout.nullable_leaves and parquet_pages.worth_walking(row_group.column(c), hi - lo))
+        if not walk:
+            return None
+        rows = {}
+        for g in {g for g, _ in walk}:
+            positions, lo, hi, first = hits[g]
+            rows[g] = [p - first for p in positions.slice(lo, hi - lo).to_pylist()]
+        buffer = parquet_pages.sparse_copy(source, footer, source.size(), groups, leaves, rows, walk)
+        return pq.ParquetFile(pa.BufferReader(buffer), metadata=footer, pre_buffer=False)
+
+
+class _Values:
+    """An ascending Arrow array as a sequence of Python ints, for :func:`bisect.bisect_left`."""
+
+    def __init__(self, array: pa.Array) -> None:
+        self.array = array
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, i: int) -> int:
+        return self.array[i].as_py()
 
 
 def _rows_of_groups(parquet: pq.ParquetFile, groups: list[int] | None, mask: pa.BooleanArray) -> pa.ChunkedArray:
@@ -278,122 +379,3 @@ def _scatter_groups(parquet: pq.ParquetFile, groups: list[int], mask: pa.Chunked
 def _keep(table: pa.Table, live: pa.Array | pa.ChunkedArray | None) -> pa.Table:
     """The rows of ``table`` that ``live`` keeps (all without a mask, READ-14)."""
     return table if live is None else table.filter(live)
-
-
-def _read_fields(parquet: pq.ParquetFile, groups: list[int] | None, fields: Sequence[Any],
-                 file_names: dict[int, str], location: str, output: pa.Schema | None = None, *,
-                 keep_dictionary: bool = False, use_threads: bool = True) -> pa.Table:
-    """``fields`` of the table, from ``groups`` of the file (all when None), by field id (READ-6).
-
-    A field the file does not hold reads as nulls (added after the file was written);
-    a narrower stored type is widened (SCHEMA-6). With ``output`` (the plain Arrow schema of
-    ``fields``), the result is cast to it (READ-7); with ``keep_dictionary``, a column read as
-    a dictionary of the field's type stays one. ``use_threads`` decodes columns in parallel
-    (worth it for whole files; a selective read is parallel across files instead).
-    """
-    names = [file_names[f.id] for f in fields if f.id in file_names]
-    raw = (parquet.read(columns=names, use_threads=use_threads) if groups is None
-           else parquet.read_row_groups(groups, columns=names, use_threads=use_threads))
-    rows = raw.num_rows if names else (
-        parquet.metadata.num_rows if groups is None else sum(parquet.metadata.row_group(g).num_rows for g in groups))
-    arrays = []
-    for field in fields:
-        target = field.type.to_arrow()
-        name = file_names.get(field.id)
-        if name is None or name not in raw.column_names:
-            arrays.append(pa.chunked_array([pa.nulls(rows, target)]))  # added after the file was written
-            continue
-        column = raw.column(name)
-        if column.type != target:
-            if keep_dictionary and pa.types.is_dictionary(column.type) and column.type.value_type == target:
-                arrays.append(column)
-                continue
-            if pa.types.is_dictionary(column.type):
-                column = column.cast(column.type.value_type)
-            try:
-                stored = from_arrow(column.type)
-            except LakefmtError:
-                stored = None
-            if stored is None or not can_promote(stored, field.type):
-                raise CorruptDataFileError(f"data file {location} stores column {field.name!r} (field id "
-                                           f"{field.id}) as {column.type}, which does not widen to "
-                                           f"{field.type} (READ-6); the file was replaced or written by "
-                                           "another writer: restore the file the table wrote")
-            column = column.cast(target)  # widened type (SCHEMA-6)
-        arrays.append(column)
-    if not arrays:
-        table = pa.table({}).append_column("__rows", pa.nulls(rows)).drop_columns(["__rows"])
-    else:
-        table = pa.table(arrays, names=[f.name for f in fields])
-    if output is not None and table.schema != output:
-        table = table.cast(output)
-    return table
-
-
-def data_file_field_ids(parquet: pq.ParquetFile, location: str, expected_rows: int | None) -> dict[int, str]:
-    """``{field id: column name}`` of a data file, after checking it is the table's file (READ-12).
-
-    Raises:
-        CorruptDataFileError: no column carries a field id (WRITE-1), two columns carry the
-            same one, or the footer's row count differs from ``expected_rows`` (the
-            manifest's ``record_count``, WRITE-6).
-    """
-    file_names: dict[int, str] = {}
-    for af in parquet.schema_arrow:
-        fid = arrow_field_id(af)
-        if fid is not None and fid in file_names:
-            raise CorruptDataFileError(f"data file {location} has two columns with field id {fid} "
-                                       f"({file_names[fid]!r}, {af.name!r}) (READ-12); restore the file the "
-                                       "table wrote")
-        if fid is not None:
-            file_names[fid] = af.name
-    if not file_names and parquet.schema_arrow.names:
-        raise CorruptDataFileError(f"data file {location} has no column with a field id (columns "
-                                   f"{parquet.schema_arrow.names}), so it was not written for this table "
-                                   "(WRITE-1, READ-12); restore the file the table wrote")
-    rows = parquet.metadata.num_rows
-    if expected_rows is not None and rows != expected_rows:
-        raise CorruptDataFileError(f"data file {location} holds {rows} rows but its manifest entry records "
-                                   f"{expected_rows} (READ-12); the file was replaced or truncated, restore "
-                                   "the file the table wrote")
-    return file_names
-
-
-def matching_row_groups(parquet: pq.ParquetFile, table_schema: Schema, row_filter: BoundExpression,
-                        metrics: MetricsEvaluator | None) -> list[int] | None:
-    """The row groups that might hold matching rows, or None for all of them (READ-11).
-
-    Only top-level columns stored with the table's type take part; any other column
-    referenced by the filter counts as unknown, so pruning stays conservative (READ-4).
-    """
-    footer = parquet.metadata
-    if isinstance(row_filter, AlwaysTrue) or footer.num_row_groups < 2:
-        return None
-    wanted = referenced_field_ids(row_filter)
-    arrow_schema = parquet.schema_arrow
-    columns = {}
-    for col_index in range(footer.num_columns):
-        path = footer.schema.column(col_index).path
-        index = arrow_schema.get_field_index(path)
-        if index < 0:
-            continue  # a nested leaf: its statistics are not used
-        fid = arrow_field_id(arrow_schema.field(index))
-        field = table_schema.field_by_id(fid) if fid in wanted else None
-        if field is not None and _stored_as(arrow_schema.field(index).type) == field.type:
-            columns[col_index] = field
-    if not columns:
-        return None
-    evaluator = metrics or MetricsEvaluator(row_filter, table_schema)
-    return [i for i, stats in enumerate(row_group_metrics(footer, columns)) if evaluator.might_match(stats)]
-
-
-def _stored_as(arrow_type: pa.DataType) -> Any:
-    try:
-        return from_arrow(arrow_type)
-    except LakefmtError:
-        return None
-
-
-def plain_arrow_schema(schema: Schema) -> pa.Schema:
-    """The Arrow schema of a read: each field's plain Arrow type (READ-7)."""
-    return pa.schema([pa.field(f.name, f.type.to_arrow(), nullable=not f.required) for f in schema.fields])

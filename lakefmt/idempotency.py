@@ -86,7 +86,7 @@ class WriterBatch:
 
 def last_batch_in_history(base: TableMetadata, writer_id: str) -> int | None:
     """The batch id of the writer's newest snapshot among the current snapshot's ancestors, if any."""
-    for snap in base.ancestors(base.current_snapshot_id):
+    for snap in base.iter_ancestors(base.current_snapshot_id):  # history files only if the walk gets there
         if snap.summary.get(WRITER_ID) == writer_id and BATCH_ID in snap.summary:
             try:
                 return int(snap.summary[BATCH_ID])

@@ -1,8 +1,9 @@
 """An in-process cache of manifest contents (spec/manifests.md, MAN-1: manifests are immutable).
 
 Because no file is ever rewritten in place (LAYOUT-4), a manifest read once can be
-kept: its raw entries are cached by location, and inheritance (MAN-5) is applied on
-every read from the manifest-list row that names it. Manifest lists are cached the same way.
+kept: its decoded contents (:class:`~lakefmt.manifest.ManifestContents`, entries as
+written) are cached by location, and inheritance (MAN-5) is applied from the
+manifest-list row that names it. Manifest lists are cached the same way.
 
 What this assumes: a name always means the same bytes. A manifest deleted, truncated or
 replaced behind lakefmt's back (by hand, by a restore) is not noticed by scans of a
@@ -17,67 +18,59 @@ import threading
 from collections import OrderedDict
 
 from lakefmt.io import FileIO
-from lakefmt.manifest import ManifestEntry, ManifestFile
-from lakefmt.manifest_io import read_manifest, read_manifest_list
+from lakefmt.manifest import ManifestContents, ManifestEntry, ManifestFile
+from lakefmt.manifest_io import read_manifest_contents, read_manifest_list
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
 
 MAX_CACHED_ENTRIES = 2_000_000
 
 _lock = threading.Lock()
-_cache: OrderedDict[str, list[ManifestEntry]] = OrderedDict()
+_cache: OrderedDict[str, ManifestContents] = OrderedDict()
 _cached_entries = 0
-# The entries of a manifest after inheritance, for the one list row that names it: a manifest is
-# written by one snapshot, so every list names it with the same snapshot id and sequence number.
-_inherited: dict[str, tuple[int, int, list[ManifestEntry]]] = {}
+
+
+def read_contents(io: FileIO, location: str, spec: PartitionSpec, schema: Schema) -> ManifestContents:
+    """The decoded manifest at ``location`` (entries as written, before inheritance); shared, do not modify."""
+    global _cached_entries
+    key = f"{id(io.fs)}:{location}"
+    with _lock:
+        contents = _cache.get(key)
+        if contents is not None:
+            _cache.move_to_end(key)
+            return contents
+    contents = read_manifest_contents(io, location, spec, schema)
+    with _lock:
+        cached = _cache.get(key)
+        if cached is not None:  # another thread read it meanwhile: share one copy
+            return cached
+        _cache[key] = contents
+        _cached_entries += len(contents)
+        while _cached_entries > MAX_CACHED_ENTRIES and len(_cache) > 1:
+            _, dropped = _cache.popitem(last=False)
+            _cached_entries -= len(dropped)
+    return contents
 
 
 def read_entries(io: FileIO, location: str, manifest: ManifestFile, spec: PartitionSpec, schema: Schema
                  ) -> list[ManifestEntry]:
-    """Entries of ``manifest`` with snapshot ids and sequence numbers inherited from its list row."""
-    global _cached_entries
-    key = f"{id(io.fs)}:{location}"
-    with _lock:
-        raw = _cache.get(key)
-        if raw is not None:
-            _cache.move_to_end(key)
-            done = _inherited.get(key)
-            if done is not None and done[0] == manifest.added_snapshot_id and done[1] == manifest.sequence_number:
-                return list(done[2])
-    if raw is None:
-        raw = read_manifest(io, location, manifest, spec, schema, inherit=False)
-        with _lock:
-            if key not in _cache:
-                _cache[key] = raw
-                _cached_entries += len(raw)
-                while _cached_entries > MAX_CACHED_ENTRIES and len(_cache) > 1:
-                    dropped_key, dropped = _cache.popitem(last=False)
-                    _inherited.pop(dropped_key, None)
-                    _cached_entries -= len(dropped)
-    entries = [_inherit(e, manifest.added_snapshot_id, manifest.sequence_number) for e in raw]
-    with _lock:
-        if key in _cache:
-            _inherited[key] = (manifest.added_snapshot_id, manifest.sequence_number, entries)
-    return list(entries)
+    """Entries of ``manifest`` with snapshot ids and sequence numbers inherited from its list row (MAN-5).
 
-
-def _inherit(entry: ManifestEntry, snapshot_id: int, sequence_number: int) -> ManifestEntry:
-    """``entry.inherit(...)`` (MAN-5), built directly: ``dataclasses.replace`` costs several times more."""
-    if entry.snapshot_id is not None and entry.sequence_number is not None:
-        return entry
-    return ManifestEntry(entry.status, entry.data_file,
-                         snapshot_id if entry.snapshot_id is None else entry.snapshot_id,
-                         sequence_number if entry.sequence_number is None else entry.sequence_number)
+    A manifest is written by one snapshot, so every list names it with the same snapshot
+    id and sequence number: the inherited entries are kept with the contents.
+    """
+    return read_contents(io, location, spec, schema).entries(manifest.added_snapshot_id, manifest.sequence_number)
 
 
 def remember_entries(io: FileIO, location: str, raw: list[ManifestEntry]) -> None:
     """Seed the cache with a manifest this process just wrote (entries as written, not inherited)."""
     global _cached_entries
     key = f"{id(io.fs)}:{location}"
+    contents = ManifestContents.from_entries(raw)
     with _lock:
         if key not in _cache:
-            _cache[key] = list(raw)
-            _cached_entries += len(raw)
+            _cache[key] = contents
+            _cached_entries += len(contents)
 
 
 _lists: OrderedDict[str, list[ManifestFile]] = OrderedDict()
@@ -110,6 +103,5 @@ def clear() -> None:
     global _cached_entries
     with _lock:
         _cache.clear()
-        _inherited.clear()
         _lists.clear()
         _cached_entries = 0

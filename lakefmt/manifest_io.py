@@ -11,6 +11,7 @@ from __future__ import annotations
 import io as _io
 import json
 import math
+import threading
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import Any
@@ -23,7 +24,10 @@ from lakefmt.conversions import from_bytes, lower_bound_value, to_bytes, to_phys
 from lakefmt.deletion_vectors import DeletionVector
 from lakefmt.errors import CorruptMetadataError, MissingFileError
 from lakefmt.io import FileIO
-from lakefmt.manifest import DataFile, EntryStatus, FieldSummary, ManifestEntry, ManifestFile
+from lakefmt.manifest import (
+    STATS_FIELDS, DataFile, EntryStatus, FieldSummary, ManifestContents, ManifestEntry, ManifestFile,
+    data_files_from_manifest,
+)
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
 from lakefmt.types import LakeType
@@ -176,40 +180,100 @@ def read_manifest(io: FileIO, location: str, manifest: ManifestFile, spec: Parti
                   schema: Schema, *, inherit: bool = True) -> list[ManifestEntry]:
     """Read a manifest's entries, filling inherited snapshot ids and sequence numbers (MAN-5).
 
-    The table is decoded a column at a time (a Python list per column, maps through their
-    flattened keys and values), not a row at a time: a dict per row costs several times more.
+    Every statistic is decoded before this returns (tools that check a table want the
+    file as it is now); planning goes through :func:`read_manifest_contents`, which defers them.
     """
-    table = _read_parquet(io, location, "manifest")
+    contents = read_manifest_contents(io, location, spec, schema)
+    entries = (contents.entries(manifest.added_snapshot_id, manifest.sequence_number) if inherit
+               else contents.entries())
+    for f in contents.data_files:
+        f.value_counts  # noqa: B018 - decodes the four statistics maps of the row
+    return entries
+
+
+def read_manifest_contents(io: FileIO, location: str, spec: PartitionSpec, schema: Schema) -> ManifestContents:
+    """A manifest's entries, column by column, without inheritance (MAN-2, MAN-5).
+
+    The file's footer is parsed and every column but the statistics maps is decoded
+    here, so a missing or unreadable manifest fails at once (READ-10). The maps (MAN-6,
+    MAN-7), most of a manifest's bytes, are decoded from the same parsed file only when a
+    file's statistics are first asked for (:class:`_ManifestStats`): a plan without a
+    filter never needs them. Columns are decoded a Python list at a time, not a row at a
+    time: a dict per row costs several times more.
+    """
+    parquet = _open_parquet(io, location, "manifest")
     try:
+        stats = _ManifestStats(parquet, location)
+        table = _read_open(parquet, location, "manifest",
+                           [name for name in parquet.schema_arrow.names if name not in STATS_FIELDS])
         part_types: list[LakeType] = [t for _, t in spec.partition_type(schema)]
         n = table.num_rows
-        status = [EntryStatus(s) for s in table.column("status").to_pylist()]
-        snapshot_ids = table.column("snapshot_id").to_pylist()
-        sequence_numbers = table.column("sequence_number").to_pylist()
-        paths = table.column("file_path").to_pylist()
-        formats = table.column("file_format").to_pylist()
-        record_counts = table.column("record_count").to_pylist()
-        sizes = table.column("file_size_bytes").to_pylist()
+        statuses = table.column("status").to_pylist()
+        if not set(statuses) <= {0, 1, 2}:
+            raise ValueError(f"unknown entry status in {sorted(set(statuses) - {0, 1, 2})} (MAN-3)")
+        required = [table.column(name) for name in ("file_path", "file_format", "record_count", "file_size_bytes")]
+        if any(c.null_count for c in required):
+            raise ValueError("a required column holds a null (MAN-11)")
+        paths, formats, record_counts, sizes = (c.to_pylist() for c in required)
+        if len(set(formats)) == 1:
+            formats = [formats[0]] * n  # one string object for all rows, not one per row
         sort_orders = (table.column("sort_order_id").to_pylist() if "sort_order_id" in table.column_names
                        else [None] * n)
-        partitions = _partition_tuples(table, spec, part_types)
-        value_counts = _maps(table, "value_counts")
-        null_counts = _maps(table, "null_value_counts")
-        lowers = _maps(table, "lower_bounds")
-        uppers = _maps(table, "upper_bounds")
-        vectors = _deletion_vectors(table)
-        entries = []
-        for i in range(n):
-            data_file = DataFile(paths[i], partitions[i], record_counts[i], sizes[i], spec.spec_id, formats[i],
-                                 value_counts[i], null_counts[i], lowers[i], uppers[i], sort_orders[i], vectors[i])
-            snapshot_id, sequence_number = snapshot_ids[i], sequence_numbers[i]
-            if inherit:
-                snapshot_id = manifest.added_snapshot_id if snapshot_id is None else snapshot_id
-                sequence_number = manifest.sequence_number if sequence_number is None else sequence_number
-            entries.append(ManifestEntry(status[i], data_file, snapshot_id, sequence_number))
-        return entries
+        files = data_files_from_manifest(paths, _partition_tuples(table, spec, part_types), record_counts, sizes,
+                                         spec.spec_id, formats, sort_orders, _deletion_vectors(table), stats)
+        return ManifestContents(statuses, table.column("snapshot_id").to_pylist(),
+                                table.column("sequence_number").to_pylist(), files)
     except (KeyError, TypeError, ValueError, pa.ArrowInvalid) as exc:
         raise CorruptMetadataError(f"manifest {location} is malformed: {exc}") from exc
+
+
+class _ManifestStats:
+    """The four statistics map columns of one manifest (MAN-6, MAN-7), decoded on first use.
+
+    Holds the parsed manifest. The first file that asks reads the map columns and turns
+    them into a dict per row and map, for every row at once (a map column converts to
+    Python lists in one call, and the files of a manifest that a filter looks at are
+    usually most of them); each file then takes its own four dicts. A manifest whose
+    statistics nobody asks for costs nothing here.
+    """
+
+    def __init__(self, parquet: pq.ParquetFile, location: str) -> None:
+        self._parquet: pq.ParquetFile | None = parquet
+        self._location = location
+        arrow = parquet.schema_arrow
+        self._names = [name for name in STATS_FIELDS if name in arrow.names]
+        for name in self._names:  # the types are checked now: a malformed manifest fails when it is read
+            if not pa.types.is_map(arrow.field(name).type):
+                raise TypeError(f"column {name} is {arrow.field(name).type}, not a map (MAN-2)")
+        self._lock = threading.Lock()
+        self._rows: list[list[dict[Any, Any]]] | None = None
+
+    def _decode(self) -> list[list[dict[Any, Any]]]:
+        with self._lock:
+            if self._rows is None:
+                assert self._parquet is not None
+                table = _read_open(self._parquet, self._location, "manifest", self._names)
+                try:
+                    n = table.num_rows
+                    self._rows = [_map_dicts(table.column(name)) if name in self._names else [{} for _ in range(n)]
+                                  for name in STATS_FIELDS]
+                except (TypeError, ValueError, pa.ArrowInvalid) as exc:
+                    raise CorruptMetadataError(f"manifest {self._location} is malformed: {exc}") from exc
+                self._parquet = None  # decoded: the file is no longer needed
+            return self._rows
+
+    def row_stats(self, row: int) -> list[dict[Any, Any]]:
+        return [maps[row] for maps in self._rows or self._decode()]
+
+
+def _map_dicts(column: pa.ChunkedArray) -> list[dict[Any, Any]]:
+    """A map column as one dict per row (empty for a null map), through its flattened keys and values."""
+    array = column.combine_chunks()  # a slice's offsets index its unsliced keys and items: no adjustment
+    offsets, keys, items = array.offsets.to_pylist(), array.keys.to_pylist(), array.items.to_pylist()
+    out = [dict(zip(keys[a:b], items[a:b])) for a, b in pairwise(offsets)]
+    if array.null_count:
+        out = [m if valid else {} for m, valid in zip(out, array.is_valid().to_pylist())]
+    return out
 
 
 def _deletion_vectors(table: pa.Table) -> list[DeletionVector | None]:
@@ -247,24 +311,8 @@ def _partition_tuples(table: pa.Table, spec: PartitionSpec, part_types: list[Lak
             values.append(child.cast(pa.int64()).to_pylist())
         else:
             values.append([to_physical(ltype, v) for v in child.to_pylist()])
-    return list(zip(*values))
-
-
-def _maps(table: pa.Table, name: str) -> list[dict[Any, Any]]:
-    """A map column as one dict per row (empty for a null map)."""
-    n = table.num_rows
-    if name not in table.column_names:
-        return [{} for _ in range(n)]
-    column = table.column(name).combine_chunks()
-    if column.offset:  # a slice: its offsets point into unsliced keys and items
-        return [dict(m or ()) for m in column.to_pylist()]
-    offsets = column.offsets.to_pylist()
-    keys = column.keys.to_pylist()
-    items = column.items.to_pylist()
-    out = [dict(zip(keys[a:b], items[a:b])) for a, b in pairwise(offsets)]
-    if column.null_count:
-        out = [m if valid else {} for m, valid in zip(out, column.is_valid().to_pylist())]
-    return out
+    shared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # one tuple per distinct partition, shared by its files
+    return [shared.setdefault(t, t) for t in zip(*values)]
 
 
 def write_manifest_list(io: FileIO, location: str, manifests: list[ManifestFile], *, format_version: int = 1) -> int:
@@ -291,20 +339,16 @@ def write_manifest_list(io: FileIO, location: str, manifests: list[ManifestFile]
 
 
 def read_manifest_list(io: FileIO, location: str) -> list[ManifestFile]:
+    """The rows of a manifest list (ML-2), decoded a column at a time."""
     table = _read_parquet(io, location, "manifest list")
     try:
-        return [
-            ManifestFile(
-                path=r["manifest_path"], length=r["manifest_length"], spec_id=r["partition_spec_id"],
-                added_snapshot_id=r["added_snapshot_id"], sequence_number=r["sequence_number"],
-                added_files_count=r["added_files_count"], existing_files_count=r["existing_files_count"],
-                deleted_files_count=r["deleted_files_count"], added_rows_count=r["added_rows_count"],
-                existing_rows_count=r["existing_rows_count"], deleted_rows_count=r["deleted_rows_count"],
-                partitions=tuple(FieldSummary(p["contains_null"], p["lower_bound"], p["upper_bound"])
-                                 for p in (r["partitions"] or ())),
-            )
-            for r in table.to_pylist()
-        ]
+        names = ("manifest_path", "manifest_length", "partition_spec_id", "added_snapshot_id", "sequence_number",
+                 "added_files_count", "existing_files_count", "deleted_files_count", "added_rows_count",
+                 "existing_rows_count", "deleted_rows_count")
+        columns = [table.column(name).to_pylist() for name in names]
+        summaries = [tuple(FieldSummary(p["contains_null"], p["lower_bound"], p["upper_bound"]) for p in ps or ())
+                     for ps in table.column("partitions").to_pylist()]
+        return list(map(ManifestFile, *columns, summaries))
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptMetadataError(f"manifest list {location} is malformed: {exc}") from exc
 
@@ -319,6 +363,11 @@ def read_columns(io: FileIO, location: str, columns: Sequence[str], *, what: str
 
 
 def _read_parquet(io: FileIO, location: str, what: str, columns: Sequence[str] | None = None) -> pa.Table:
+    return _read_open(_open_parquet(io, location, what), location, what, columns)
+
+
+def _open_parquet(io: FileIO, location: str, what: str) -> pq.ParquetFile:
+    """The file read into memory with its footer parsed; a missing or unparsable file fails here (READ-10)."""
     try:
         data = io.read_bytes(location)
     except FileNotFoundError as exc:
@@ -326,8 +375,14 @@ def _read_parquet(io: FileIO, location: str, what: str, columns: Sequence[str] |
     try:
         # Small files read whole: ParquetFile.read without the dataset layer of pq.read_table, without
         # pre-buffering and without a thread pool per file is ~3x faster; callers read files in parallel.
-        return pq.ParquetFile(pa.BufferReader(data), pre_buffer=False).read(
-            columns=None if columns is None else list(columns), use_threads=False)
+        return pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptMetadataError(f"{what} {location} is not a readable Parquet file: {exc}") from exc
+
+
+def _read_open(parquet: pq.ParquetFile, location: str, what: str, columns: Sequence[str] | None) -> pa.Table:
+    try:
+        return parquet.read(columns=None if columns is None else list(columns), use_threads=False)
     except (pa.ArrowInvalid, OSError) as exc:
         raise CorruptMetadataError(f"{what} {location} is not a readable Parquet file: {exc}") from exc
 

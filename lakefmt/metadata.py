@@ -1,91 +1,47 @@
-"""Table metadata and snapshots (spec/metadata.md, META-* and SNAP-*).
+"""Table metadata (spec/metadata.md, META-* and SNAP-*).
 
 Table metadata is one immutable JSON document per table version. It holds the
-schemas, partition specs, sort orders, properties and the list of snapshots; the
-catalog points at the current document. This module is the in-memory model and
-its JSON form; nothing here does I/O beyond :func:`read_metadata`.
+schemas, partition specs, sort orders, properties and the newest snapshots; in format
+version 2, older snapshots live in history files it names (META-13,
+:mod:`lakefmt.snapshot_history`). The catalog points at the current document. This
+module is the in-memory model and its JSON form; it reads nothing but the metadata file
+(:func:`read_metadata`) and, on demand, history files.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 from lakefmt.errors import CorruptMetadataError, NoSuchSnapshotError
 from lakefmt.io import FileIO
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
+from lakefmt.snapshot_history import HistoryRef, HistorySegment, HistoryView, load_segment
+from lakefmt.snapshots import OPERATIONS, LogEntry, Operation, Snapshot
 from lakefmt.sorting import SortOrder
 
-FORMAT_VERSION = 1  # of a new table (META-11); a table moves to 2 with its first deletion vector (FMT-4)
+__all__ = ["FORMAT_VERSION", "FORMAT_VERSIONS", "OPERATIONS", "LogEntry", "Operation", "Snapshot", "TableMetadata",
+           "iso_utc", "read_metadata"]
+
+FORMAT_VERSION = 2  # of a new table (META-11); version 1 only when asked for (FMT-4)
 FORMAT_VERSIONS = (1, 2)  # what this implementation reads and writes (FMT-1, FMT-2)
-Operation = Literal["append", "overwrite", "delete", "replace"]
-OPERATIONS = ("append", "overwrite", "delete", "replace")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The state of a table at one commit (SNAP-1)."""
-
-    snapshot_id: int
-    parent_snapshot_id: int | None
-    sequence_number: int
-    timestamp_ms: int
-    operation: Operation
-    manifest_list: str
-    schema_id: int
-    summary: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "snapshot-id": self.snapshot_id,
-            "parent-snapshot-id": self.parent_snapshot_id,
-            "sequence-number": self.sequence_number,
-            "timestamp-ms": self.timestamp_ms,
-            "operation": self.operation,
-            "summary": self.summary,
-            "manifest-list": self.manifest_list,
-            "schema-id": self.schema_id,
-        }
-
-    @cached_property
-    def json_text(self) -> str:
-        """The snapshot's JSON, serialized once: snapshots are immutable (SNAP-1)."""
-        return json.dumps(self.to_json(), separators=(",", ":"))
-
-    @staticmethod
-    def from_json(obj: dict[str, Any]) -> Snapshot:
-        if obj["operation"] not in OPERATIONS:
-            raise CorruptMetadataError(f"unknown snapshot operation {obj['operation']!r}")
-        return Snapshot(
-            snapshot_id=int(obj["snapshot-id"]),
-            parent_snapshot_id=obj.get("parent-snapshot-id"),
-            sequence_number=int(obj["sequence-number"]),
-            timestamp_ms=int(obj["timestamp-ms"]),
-            operation=obj["operation"],
-            manifest_list=str(obj["manifest-list"]),
-            schema_id=int(obj["schema-id"]),
-            summary={str(k): str(v) for k, v in obj.get("summary", {}).items()},
-        )
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    timestamp_ms: int
-    value: Any  # a snapshot id in the snapshot log, a metadata file in the metadata log
-
-    @cached_property
-    def snapshot_log_text(self) -> str:
-        """This entry as an element of the snapshot log's JSON, serialized once."""
-        return f'{{"timestamp-ms":{int(self.timestamp_ms)},"snapshot-id":{int(self.value)}}}'
 
 
 @dataclass(frozen=True)
 class TableMetadata:
-    """One version of a table's metadata (META-1..META-12)."""
+    """One version of a table's metadata (META-1..META-19).
+
+    ``inline_snapshots`` and ``inline_snapshot_log`` are the metadata file's own
+    ``snapshots`` and ``snapshot-log``; ``snapshot_history`` names the history files that
+    hold the older ones (format version 2, META-13). :attr:`snapshots` and
+    :attr:`snapshot_log` are all of them, read from history files only as far as a caller
+    goes; a commit never needs more than the inline ones.
+    """
 
     table_uuid: str
     location: str
@@ -101,10 +57,12 @@ class TableMetadata:
     default_sort_order_id: int
     properties: dict[str, str]
     current_snapshot_id: int | None
-    snapshots: tuple[Snapshot, ...]
-    snapshot_log: tuple[LogEntry, ...]
+    inline_snapshots: tuple[Snapshot, ...]
+    inline_snapshot_log: tuple[LogEntry, ...]
     metadata_log: tuple[LogEntry, ...]
     format_version: int = FORMAT_VERSION
+    snapshot_history: tuple[HistoryRef, ...] = ()
+    history_io: FileIO | None = field(default=None, compare=False, repr=False)  # reads history files
 
     # -- lookups ---------------------------------------------------------------
     @property
@@ -134,62 +92,121 @@ class TableMetadata:
                 return o
         raise CorruptMetadataError(f"missing sort order {self.default_sort_order_id}")
 
+    # -- snapshots: inline and in history files (META-13) ------------------------------------
+    @property
+    def snapshots(self) -> HistoryView:
+        """Every retained snapshot in commit order: the history files' runs, then the inline ones.
+
+        ``len()`` and the newest snapshots read no history file; iterating does, lazily.
+        """
+        return HistoryView(self, log=False)
+
+    @property
+    def snapshot_log(self) -> HistoryView:
+        """The whole snapshot log (META-8), oldest first: the history files' runs, then the inline entries."""
+        return HistoryView(self, log=True)
+
+    def history_segment(self, ref: HistoryRef) -> HistorySegment:
+        """The content of one history file (read once per process and cached: it never changes)."""
+        return load_segment(self.history_io, self.location, ref, self.table_uuid)
+
     @property
     def current_snapshot(self) -> Snapshot | None:
         if self.current_snapshot_id is None:
             return None
-        return self.snapshot_by_id(self.current_snapshot_id)
+        found = self._inline_by_id.get(self.current_snapshot_id)  # always inline (META-16)
+        return found if found is not None else self.snapshot_by_id(self.current_snapshot_id)
 
     def snapshot_by_id(self, snapshot_id: int, *, table: str | None = None) -> Snapshot:
         """The retained snapshot ``snapshot_id``; ``table`` (``namespace.name``) names the table in the error."""
-        try:
-            return self._snapshots_by_id[snapshot_id]
-        except KeyError:
+        found = self._find(snapshot_id)
+        if found is None:
             raise NoSuchSnapshotError(
                 f"{_table_text(table, self.location)} has no snapshot {snapshot_id}: it never existed or was "
                 f"expired ({len(self.snapshots)} snapshots are retained; list them with `lakefmt snapshots` or "
-                "table.snapshots())") from None
+                "table.snapshots())")
+        return found
 
     def has_snapshot(self, snapshot_id: int) -> bool:
-        return snapshot_id in self._snapshots_by_id
+        """Whether ``snapshot_id`` is retained, inline or in a history file (which may be read to know)."""
+        return self._find(snapshot_id) is not None
+
+    def is_inline(self, snapshot_id: int) -> bool:
+        """Whether ``snapshot_id`` is one of the metadata file's own snapshots (reads nothing)."""
+        return snapshot_id in self._inline_by_id
+
+    def _find(self, snapshot_id: int) -> Snapshot | None:
+        """The snapshot, from the inline ones, else from the history files, newest first.
+
+        History files are indexed as far as a lookup has gone back, so a walk through the
+        ancestry reads each file once and looks each id up once.
+        """
+        found = self._inline_by_id.get(snapshot_id)
+        if found is not None or not self.snapshot_history:
+            return found
+        index: dict[int, Snapshot] = self.__dict__.setdefault("_history_index", {})
+        found = index.get(snapshot_id)
+        history = self.snapshot_history
+        while found is None and self.__dict__.get("_history_indexed_from", len(history)) > 0:
+            k = self.__dict__.get("_history_indexed_from", len(history)) - 1
+            segment = self.history_segment(history[k])
+            index.update(segment.by_id)
+            self.__dict__["_history_indexed_from"] = k
+            found = segment.by_id.get(snapshot_id)
+        return found
 
     @cached_property
-    def _snapshots_by_id(self) -> dict[int, Snapshot]:  # a commit looks ids up several times
-        return {s.snapshot_id: s for s in self.snapshots}
+    def _inline_by_id(self) -> dict[int, Snapshot]:  # a commit looks ids up several times
+        return {s.snapshot_id: s for s in self.inline_snapshots}
 
     def snapshot_as_of(self, timestamp_ms: int, *, table: str | None = None) -> Snapshot:
-        """The snapshot that was current at ``timestamp_ms`` (READ-2); ``table`` names the table in the error."""
-        best: LogEntry | None = None
-        for entry in self.snapshot_log:
-            if entry.timestamp_ms <= timestamp_ms:
-                best = entry
+        """The snapshot that was current at ``timestamp_ms`` (READ-2); ``table`` names the table in the error.
+
+        The inline log is searched first; a history file is read only when the time is older
+        than the inline log and not older than the file's first entry (META-14).
+        """
+        best = next((e for e in reversed(self.inline_snapshot_log) if e.timestamp_ms <= timestamp_ms), None)
+        for ref in reversed(self.snapshot_history):
+            if best is not None:
+                break
+            if ref.log_entry_count and ref.first_log_timestamp_ms is not None \
+                    and ref.first_log_timestamp_ms <= timestamp_ms:
+                best = next(e for e in reversed(self.history_segment(ref).log) if e.timestamp_ms <= timestamp_ms)
         if best is None:
-            first = (f"; its oldest recorded snapshot became current at {iso_utc(self.snapshot_log[0].timestamp_ms)}"
-                     if self.snapshot_log else "; it has no snapshot yet")
+            log = self.snapshot_log
+            first = (f"; its oldest recorded snapshot became current at {iso_utc(log[0].timestamp_ms)}"
+                     if len(log) else "; it has no snapshot yet")
             raise NoSuchSnapshotError(f"{_table_text(table, self.location)} had no snapshot at or before "
                                       f"{iso_utc(timestamp_ms)}{first}")
         return self.snapshot_by_id(best.value, table=table)
 
+    def iter_ancestors(self, snapshot_id: int | None) -> Iterator[Snapshot]:
+        """The snapshot and its ancestors, newest first, as far as they are retained; history files are read
+        only when the walk gets past the inline snapshots, each once."""
+        while snapshot_id is not None:
+            snap = self._find(snapshot_id)
+            if snap is None:
+                return
+            yield snap
+            snapshot_id = snap.parent_snapshot_id
+
     def ancestors(self, snapshot_id: int | None) -> list[Snapshot]:
         """The snapshot and its ancestors, newest first, as far as they are retained."""
-        by_id = self._snapshots_by_id
-        out = []
-        while snapshot_id is not None and snapshot_id in by_id:
-            snap = by_id[snapshot_id]
-            out.append(snap)
-            snapshot_id = snap.parent_snapshot_id
-        return out
+        return list(self.iter_ancestors(snapshot_id))
 
     def property(self, name: str, default: str | None = None) -> str | None:
         return self.properties.get(name, default)
 
     # -- JSON ------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return self._to_json([s.to_json() for s in self.snapshots],
-                             [{"timestamp-ms": e.timestamp_ms, "snapshot-id": e.value} for e in self.snapshot_log])
+        """The metadata file's JSON: the inline snapshots and references to history files (META-1)."""
+        return self._to_json([s.to_json() for s in self.inline_snapshots],
+                             [{"timestamp-ms": e.timestamp_ms, "snapshot-id": e.value}
+                              for e in self.inline_snapshot_log],
+                             [r.to_json() for r in self.snapshot_history])
 
-    def _to_json(self, snapshots: list[Any], snapshot_log: list[Any]) -> dict[str, Any]:
-        return {
+    def _to_json(self, snapshots: list[Any], snapshot_log: list[Any], history: list[Any]) -> dict[str, Any]:
+        out = {
             "format-version": self.format_version,
             "table-uuid": self.table_uuid,
             "location": self.location,
@@ -207,9 +224,11 @@ class TableMetadata:
             "current-snapshot-id": self.current_snapshot_id,
             "snapshots": snapshots,
             "snapshot-log": snapshot_log,
-            "metadata-log": [{"timestamp-ms": e.timestamp_ms, "metadata-file": e.value}
-                             for e in self.metadata_log],
         }
+        if self.snapshot_history:  # META-13: only in version 2, and only when there is a history file
+            out["snapshot-history"] = history
+        out["metadata-log"] = [{"timestamp-ms": e.timestamp_ms, "metadata-file": e.value} for e in self.metadata_log]
+        return out
 
     def dumps(self) -> str:
         """Compact JSON text, the same as ``json.dumps(self.to_json())``."""
@@ -218,31 +237,43 @@ class TableMetadata:
     def dump_bytes(self) -> bytes:
         """The UTF-8 bytes of :meth:`dumps`, built without serializing a snapshot twice.
 
-        Snapshots and snapshot-log entries are spliced in from their cached text, and
-        the joined lists are carried from a metadata version to the next one that
-        appends to them (:meth:`evolve`), so writing a new version costs
-        about one copy of the old one's bytes (a table with 10,000 snapshots: ~5.7 MB).
+        Inline snapshots, snapshot-log entries and history references are spliced in from
+        their cached text, and the joined lists are carried from a metadata version to the
+        next one that appends to them (:meth:`evolve`), so writing a new version costs about
+        one copy of the old one's bytes, which history files keep small (META-17).
         """
-        text = json.dumps(self._to_json([], []), separators=(",", ":"))
-        # Inside JSON strings quotes are escaped, so this key sequence occurs exactly once.
-        head, tail = text.split('"snapshots":[],"snapshot-log":[]', 1)
-        return b"".join((head.encode(), b'"snapshots":[', self._snapshots_json, b'],"snapshot-log":[',
-                         self._snapshot_log_json, b"]", tail.encode()))
+        if self.snapshot_history and self.format_version < 2:
+            raise ValueError("history files need format version 2 (META-13)")
+        text = json.dumps(self._to_json([], [], []), separators=(",", ":"))
+        # Inside JSON strings quotes are escaped, so these key sequences occur exactly once.
+        marker = '"snapshots":[],"snapshot-log":[]' + (',"snapshot-history":[]' if self.snapshot_history else "")
+        head, tail = text.split(marker, 1)
+        parts = [head.encode(), b'"snapshots":[', self._snapshots_json, b'],"snapshot-log":[',
+                 self._snapshot_log_json, b"]"]
+        if self.snapshot_history:
+            parts += [b',"snapshot-history":[', self._history_json, b"]"]
+        parts.append(tail.encode())
+        return b"".join(parts)
 
     @cached_property
     def _snapshots_json(self) -> bytes:
-        return b",".join([_snapshot_text(s) for s in self.snapshots])
+        return b",".join([_snapshot_text(s) for s in self.inline_snapshots])
 
     @cached_property
     def _snapshot_log_json(self) -> bytes:
-        return b",".join([_log_entry_text(e) for e in self.snapshot_log])
+        return b",".join([_log_entry_text(e) for e in self.inline_snapshot_log])
+
+    @cached_property
+    def _history_json(self) -> bytes:
+        return b",".join([_history_text(r) for r in self.snapshot_history])
 
     def evolve(self, **changes: Any) -> TableMetadata:
-        """``replace(self, **changes)``, keeping the joined text of the snapshots and of the
-        snapshot log when the change leaves them alone or appends to them (a commit does)."""
+        """``replace(self, **changes)``, keeping the joined text of the inline snapshots, the snapshot log and
+        the history references when the change leaves them alone or appends to them (a commit does)."""
         new = replace(self, **changes)
-        for cache, name, text in (("_snapshots_json", "snapshots", _snapshot_text),
-                                  ("_snapshot_log_json", "snapshot_log", _log_entry_text)):
+        for cache, name, text in (("_snapshots_json", "inline_snapshots", _snapshot_text),
+                                  ("_snapshot_log_json", "inline_snapshot_log", _log_entry_text),
+                                  ("_history_json", "snapshot_history", _history_text)):
             joined = self.__dict__.get(cache)
             before, after = getattr(self, name), getattr(new, name)
             if joined is not None and after is before:
@@ -251,14 +282,16 @@ class TableMetadata:
             # Tuple equality checks identity first, element by element: C speed for a shared prefix.
             if joined is None or len(after) < len(before) or after[:len(before)] != before:
                 continue
+            if any(r.path is None for r in after[len(before):] if isinstance(r, HistoryRef)):
+                continue  # a pending run has no text yet
             added = b",".join([text(x) for x in after[len(before):]])
             new.__dict__[cache] = joined + b"," + added if joined and added else joined or added
-        index = self.__dict__.get("_snapshots_by_id")
-        old = self.snapshots
-        if index is not None and new.snapshots is old:
-            new.__dict__["_snapshots_by_id"] = index
-        elif index is not None and len(new.snapshots) >= len(old) and new.snapshots[:len(old)] == old:
-            new.__dict__["_snapshots_by_id"] = {**index, **{s.snapshot_id: s for s in new.snapshots[len(old):]}}
+        index = self.__dict__.get("_inline_by_id")
+        old = self.inline_snapshots
+        if index is not None and new.inline_snapshots is old:
+            new.__dict__["_inline_by_id"] = index
+        elif index is not None and len(new.inline_snapshots) >= len(old) and new.inline_snapshots[:len(old)] == old:
+            new.__dict__["_inline_by_id"] = {**index, **{s.snapshot_id: s for s in new.inline_snapshots[len(old):]}}
         return new
 
     @staticmethod
@@ -269,6 +302,8 @@ class TableMetadata:
         if type(version) is not int or version not in FORMAT_VERSIONS:
             raise CorruptMetadataError(f"unsupported format-version {version!r}; this reader knows 1 and 2 "
                                        "(META-1, FMT-2)")
+        if version < 2 and "snapshot-history" in obj:
+            raise CorruptMetadataError("a format version 1 metadata file cannot have snapshot-history (META-13)")
         try:
             return TableMetadata(
                 format_version=version,
@@ -286,11 +321,11 @@ class TableMetadata:
                 default_sort_order_id=int(obj["default-sort-order-id"]),
                 properties={str(k): str(v) for k, v in obj.get("properties", {}).items()},
                 current_snapshot_id=obj.get("current-snapshot-id"),
-                snapshots=tuple(Snapshot.from_json(s) for s in obj.get("snapshots", [])),
-                snapshot_log=tuple(LogEntry(int(e["timestamp-ms"]), int(e["snapshot-id"]))
-                                   for e in obj.get("snapshot-log", [])),
+                inline_snapshots=tuple(Snapshot.from_json(s) for s in obj.get("snapshots", [])),
+                inline_snapshot_log=tuple(LogEntry.snapshot_log_from_json(e) for e in obj.get("snapshot-log", [])),
                 metadata_log=tuple(LogEntry(int(e["timestamp-ms"]), str(e["metadata-file"]))
                                    for e in obj.get("metadata-log", [])),
+                snapshot_history=tuple(HistoryRef.from_json(r) for r in obj.get("snapshot-history", [])),
             )
         except CorruptMetadataError:
             raise
@@ -309,9 +344,9 @@ class TableMetadata:
         except CorruptMetadataError as exc:
             raise CorruptMetadataError(f"metadata file {source}: {exc}") from exc
         current = metadata.current_snapshot_id
-        if current is not None and not metadata.has_snapshot(current):  # META-3: references resolve
+        if current is not None and not metadata.is_inline(current):  # META-3 and META-16: the current is inline
             raise CorruptMetadataError(f"metadata file {source}: current-snapshot-id {current} names no snapshot "
-                                       "of the file (META-3)")
+                                       "of the file's snapshots (META-3, META-16)")
         return metadata
 
 
@@ -324,8 +359,8 @@ def read_metadata(io: FileIO, location: str) -> TableMetadata:
     metadata = TableMetadata.loads(data, source=location)
     # Relative paths resolve against the folder holding metadata/ (LAYOUT-3), so a copied table still reads.
     if "/metadata/" in location:
-        metadata = replace(metadata, location=location.rsplit("/metadata/", 1)[0])
-    return metadata
+        return replace(metadata, location=location.rsplit("/metadata/", 1)[0], history_io=io)
+    return replace(metadata, history_io=io)
 
 
 def _snapshot_text(snapshot: Snapshot) -> bytes:
@@ -334,6 +369,10 @@ def _snapshot_text(snapshot: Snapshot) -> bytes:
 
 def _log_entry_text(entry: LogEntry) -> bytes:
     return entry.snapshot_log_text.encode()
+
+
+def _history_text(ref: HistoryRef) -> bytes:
+    return ref.json_text.encode()
 
 
 def iso_utc(timestamp_ms: int) -> str:

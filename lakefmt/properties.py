@@ -36,12 +36,16 @@ COMMIT_MIN_WAIT_MS = Property("commit.retry.min-wait-ms", 5, 0, None, "First ret
 COMMIT_MAX_WAIT_MS = Property("commit.retry.max-wait-ms", 2000, 0, None, "Largest retry back-off.")
 METADATA_PREVIOUS_MAX = Property("write.metadata.previous-versions-max", 100, 1, None,
                                  "Entries kept in the metadata log.")
+INLINE_SNAPSHOTS_MAX = Property("write.metadata.inline-snapshots-max", 100, 1, None,
+                                 "Format version 2: snapshots kept in the metadata file; older ones move to "
+                                 "history files in runs of half this many (META-17).")
 MANIFEST_TARGET_SIZE = Property("write.manifest.target-size-bytes", 8 * MiB, 1, None,
                                 "Target size of manifests written by manifest compaction.")
 WRITE_LEASE_SECONDS = Property("write.lease-seconds", 3600, 1, None,
                                "Lifetime of a writer's write-intent lease (CAT-10); renewed at half-life.")
-MANIFEST_MIN_MERGE_COUNT = Property("commit.manifest.min-count-to-merge", 100, 0, None,
-                                    "Appends merge small manifests when more than this many exist (0: never).")
+MANIFEST_MIN_MERGE_COUNT = Property("commit.manifest.min-count-to-merge", 10, 0, None,
+                                    "Appends merge the small manifests of a size tier when more than this many "
+                                    "exist (0: never; COMMIT-8).")
 EXPIRE_MAX_SNAPSHOT_AGE_MS = Property("history.expire.max-snapshot-age-ms", 5 * 24 * 3600 * 1000, 0, None,
                                       "Snapshot expiry removes snapshots older than this by default (MAINT-3).")
 EXPIRE_MIN_SNAPSHOTS_TO_KEEP = Property("history.expire.min-snapshots-to-keep", 1, 1, None,
@@ -53,8 +57,8 @@ DELETE_MODE = Property("write.delete.mode", "merge-on-read", doc=(
 DELETE_MODES = ("merge-on-read", "copy-on-write")
 
 CORE_PROPERTIES = (TARGET_FILE_SIZE, COMPRESSION_LEVEL, ROW_GROUP_ROWS, MIN_COMPRESSION_SAVING, COMMIT_RETRIES,
-                   COMMIT_MIN_WAIT_MS, COMMIT_MAX_WAIT_MS, METADATA_PREVIOUS_MAX, MANIFEST_TARGET_SIZE,
-                   MANIFEST_MIN_MERGE_COUNT, WRITE_LEASE_SECONDS, EXPIRE_MAX_SNAPSHOT_AGE_MS,
+                   COMMIT_MIN_WAIT_MS, COMMIT_MAX_WAIT_MS, METADATA_PREVIOUS_MAX, INLINE_SNAPSHOTS_MAX,
+                   MANIFEST_TARGET_SIZE, MANIFEST_MIN_MERGE_COUNT, WRITE_LEASE_SECONDS, EXPIRE_MAX_SNAPSHOT_AGE_MS,
                    EXPIRE_MIN_SNAPSHOTS_TO_KEEP, DELETE_MODE)
 
 

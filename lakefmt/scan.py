@@ -39,8 +39,8 @@ from lakefmt.io import FileIO
 from lakefmt.file_reader import (  # re-exported: the reader of one planned file lives there
     FileReader, data_file_field_ids, matching_row_groups, plain_arrow_schema, read_data_file,
 )
-from lakefmt.manifest import DataFile, ManifestFile
-from lakefmt.manifest_cache import read_entries, read_list
+from lakefmt.manifest import DataFile, ManifestContents, ManifestFile
+from lakefmt.manifest_cache import read_contents, read_list
 from lakefmt.metadata import Snapshot, TableMetadata
 from lakefmt.schema import Schema
 from lakefmt.threads import thread_map
@@ -49,11 +49,13 @@ __all__ = ["DataScan", "FileReader", "FileScanTask", "ScanPlan", "data_file_fiel
            "read_data_file"]
 
 IO_THREADS = max(4, min(16, 2 * (os.cpu_count() or 2)))
+# Threads reading the files of one scan: decoding holds a core, waiting for storage does not.
+READ_THREADS = IO_THREADS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileScanTask:
-    """One data file to read, with its absolute location."""
+    """One data file to read, with its absolute location (slots: a plan builds one per file)."""
 
     data_file: DataFile
     location: str
@@ -145,28 +147,29 @@ class DataScan:
         metrics = self._metrics
         partition_evals = {spec_id: PartitionEvaluator(self.row_filter, self.metadata.spec_by_id(spec_id),
                                                        self.schema) for spec_id in evaluators}
-
+        # A partition tuple's verdict is the same for every file that has it: evaluated once per plan.
+        verdicts: dict[int, dict[tuple[Any, ...], bool]] = {spec_id: {} for spec_id in evaluators}
         unfiltered = isinstance(self.row_filter, AlwaysTrue)
 
         def plan_manifest(m: ManifestFile) -> tuple[int, list[FileScanTask]]:
-            entries = read_entries(self.io, f"{location}/{m.path}", m, self.metadata.spec_by_id(m.spec_id),
-                                   self.schema)
-            if unfiltered:  # every live entry is planned (READ-5, READ-9)
-                tasks = [FileScanTask(e.data_file, f"{location}/{e.data_file.path}") for e in entries if e.is_live]
-                return len(tasks), tasks
-            tasks, considered = [], 0
-            partitions = partition_evals[m.spec_id]
-            for e in entries:
-                if not e.is_live:
-                    continue  # READ-9
-                considered += 1
-                f = e.data_file
-                if partitions.might_match(f.partition) and metrics.might_match(f):
-                    tasks.append(FileScanTask(f, f"{location}/{f.path}"))
-            return considered, tasks
+            contents = read_contents(self.io, f"{location}/{m.path}", self.metadata.spec_by_id(m.spec_id),
+                                     self.schema)
+            live = _live_tasks(contents, location)  # READ-9: DELETED entries are not part of the snapshot
+            if unfiltered:  # every live entry is planned (READ-5)
+                return len(live), live
+            partitions, known = partition_evals[m.spec_id], verdicts[m.spec_id]
+            tasks = []
+            for task in live:
+                f = task.data_file
+                keep = known.get(f.partition)
+                if keep is None:
+                    keep = known[f.partition] = partitions.might_match(f.partition)
+                if keep and metrics.might_match(f):
+                    tasks.append(task)
+            return len(live), tasks
 
         results = thread_map(plan_manifest, selected, IO_THREADS)
-        tasks = [t for _, ts in results for t in ts]
+        tasks = [t for _, ts in results for t in ts]  # a new list: the per-manifest lists are cached
         if len({t.location for t in tasks}) != len(tasks):  # READ-9: live in one entry only
             seen: set[str] = set()
             twice = next(t.data_file.path for t in tasks if t.location in seen or seen.add(t.location))
@@ -183,7 +186,8 @@ class DataScan:
         schema = plain_arrow_schema(self.projected_schema)
         if not tasks:
             return schema.empty_table()
-        tables = thread_map(self._read_task, tasks, IO_THREADS)
+        reader = self._reader
+        tables = thread_map(lambda task: _read_with(reader, task), tasks, READ_THREADS)
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
@@ -239,12 +243,30 @@ class DataScan:
 
     @cached_property
     def _reader(self) -> FileReader:
+        return self._make_reader()
+
+    def _make_reader(self, *, column_threads: bool = True) -> FileReader:
         return FileReader(self.io, self.schema, self.projected_schema, self.row_filter,
                           None if isinstance(self.row_filter, AlwaysTrue) else self._metrics,
-                          table_location=self.metadata.location)
+                          table_location=self.metadata.location, column_threads=column_threads)
 
     def _read_task(self, task: FileScanTask) -> pa.Table:
-        return self._reader.read(task.location, expected_rows=task.data_file.record_count, data_file=task.data_file)
+        return _read_with(self._reader, task)
+
+
+def _read_with(reader: FileReader, task: FileScanTask) -> pa.Table:
+    return reader.read(task.location, expected_rows=task.data_file.record_count, data_file=task.data_file)
+
+
+
+def _live_tasks(contents: ManifestContents, location: str) -> list[FileScanTask]:
+    """A task per live file of a manifest, kept with its cached contents: a warm plan builds none (READ-5)."""
+    key = ("scan-tasks", location)
+    tasks = contents.derived.get(key)
+    if tasks is None:
+        tasks = [FileScanTask(f, f"{location}/{f.path}") for f in contents.live_files]
+        contents.derived[key] = tasks
+    return tasks
 
 
 def _name_of(schema: Schema, field_id: int) -> str | None:

@@ -24,26 +24,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from lakefmt import row_deletes
 from lakefmt.commit import Build, FileChange, SnapshotProducer, commit_table
-from lakefmt.errors import (
-    CommitConflictError, CommitFileMissingError, CommitStateUnknownError, SchemaError, ValidationError,
-)
-from lakefmt.evaluators import to_arrow_expression
-from lakefmt.expressions import AlwaysTrue, Expression, bind, to_expression
+from lakefmt.errors import CommitFileMissingError, CommitStateUnknownError, ValidationError
+from lakefmt.expressions import Expression
 from lakefmt.hooks import checkpoint
 from lakefmt.idempotency import WriterBatch, last_batch_in_history
 from lakefmt.leases import WriteLease, current_or_new_write_lease
 from lakefmt.manifest import DataFile
 from lakefmt.metadata import Snapshot, TableMetadata, read_metadata
-from lakefmt.partitioning import PartitionSpec, parse_partition_by
+from lakefmt.partitioning import PartitionSpec
 from lakefmt.properties import (
-    COMMIT_RETRIES, COMPRESSION_LEVEL, MIN_COMPRESSION_SAVING, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property,
+    COMPRESSION_LEVEL, MIN_COMPRESSION_SAVING, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property,
     number_property, validate_properties,
 )
-from lakefmt.row_deletes import plan_deletes
 from lakefmt.scan import DataScan
 from lakefmt.schema import Schema
-from lakefmt.sorting import UNSORTED, SortOrder, parse_sort_by
+from lakefmt.sorting import SortOrder
+from lakefmt.table_creation import new_table_metadata  # noqa: F401 - where it used to be
 from lakefmt.updates import (
     AssertCurrentSnapshot, RemoveProperties, Requirement, SetCurrentSnapshot, SetProperties, Update, UpgradeFormatVersion,
 )
@@ -82,36 +80,6 @@ class HistoryEntry:
     operation: str
     is_current_ancestor: bool
     summary: dict[str, str]
-
-
-def new_table_metadata(schema: pa.Schema | Schema, *, location: str, table_uuid: str,
-                       partition_by: Sequence[str], sort_by: Sequence[str],
-                       properties: dict[str, str]) -> TableMetadata:
-    """The first metadata of a new table (META-1..META-12)."""
-    if isinstance(schema, pa.Schema):
-        lake_schema = Schema.from_arrow(schema)
-    elif isinstance(schema, Schema):
-        lake_schema = schema
-    else:
-        raise SchemaError(f"schema must be a pyarrow.Schema or lakefmt.Schema, got {type(schema).__name__}")
-    if not lake_schema.fields:
-        raise SchemaError("a table needs at least one column")
-    if isinstance(partition_by, str) or isinstance(sort_by, str):
-        raise ValidationError("partition_by and sort_by take lists of strings, e.g. ['day(ts)']")
-    props = {str(k): str(v) for k, v in properties.items()}
-    validate_properties(props)
-    spec = parse_partition_by(list(partition_by), lake_schema)
-    order = parse_sort_by(list(sort_by), lake_schema)
-    now = int(datetime.now(timezone.utc).timestamp() * 1000)
-    return TableMetadata(
-        table_uuid=table_uuid, location=location, last_sequence_number=0, last_updated_ms=now,
-        last_column_id=lake_schema.highest_field_id, schemas=(lake_schema,),
-        current_schema_id=lake_schema.schema_id, partition_specs=(spec,), default_spec_id=spec.spec_id,
-        last_partition_id=max([999] + [f.field_id for f in spec.fields]),
-        sort_orders=(UNSORTED,) if order.is_unsorted else (UNSORTED, order),
-        default_sort_order_id=order.order_id, properties=props, current_snapshot_id=None, snapshots=(),
-        snapshot_log=(), metadata_log=(),
-    )
 
 
 class Table:
@@ -332,29 +300,9 @@ class Table:
         anything is written. ``idempotency`` is as for :meth:`append`.
         """
         writer_batch = self._check_writer_batch(idempotency)
-        bound = bind(to_expression(filter), self.metadata.schema)
-        table = conform(data, self.metadata.schema)
-        if not isinstance(bound, AlwaysTrue) and table.num_rows:
-            matching = table.filter(to_arrow_expression(bound, self._name_of)).num_rows
-            if matching != table.num_rows:
-                raise ValidationError(f"{table.num_rows - matching} of {table.num_rows} new rows do not match "
-                                      f"the overwrite filter {filter!r}")
-        added = self._write_conformed(table, self.write_options())
-
-        def attempt() -> tuple[FileChange, list[DataFile]]:
-            plan = plan_deletes(self, bound)
-            survivors = self.write_survivors(plan.survivors)
-            return FileChange("overwrite", added=[*added, *survivors], removed=plan.removed, deletes=plan.deletes,
-                              planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
-                              summary=dict(summary or {}), writer_batch=writer_batch), survivors
-
-        try:
-            snapshot = self.commit_replanned(attempt)
-        except BaseException:
-            self.discard(added)
-            raise
-        assert snapshot is not None
-        return snapshot
+        bound, rows = row_deletes.overwrite_rows(self, data, filter)  # refused before anything is written
+        added = self._write_conformed(rows, self.write_options())
+        return row_deletes.replace_rows(self, bound, added, summary=summary, writer_batch=writer_batch)
 
     @under_write_lease
     def delete(self, filter: str | Expression, *, summary: dict[str, str] | None = None) -> Snapshot | None:
@@ -363,22 +311,9 @@ class Table:
         Under ``write.delete.mode`` = ``merge-on-read`` (the default) only deletion vectors
         are written (ROWDEL-2), and the table moves to format version 2 with its first one
         (FMT-4); under ``copy-on-write`` the files holding matching rows are rewritten
-        (COMMIT-12).
+        (COMMIT-12). See :func:`lakefmt.row_deletes.delete_rows`.
         """
-        if filter is None:
-            raise ValidationError("delete needs a filter; use overwrite(empty_table) to remove every row")
-        bound = bind(to_expression(filter), self.metadata.schema)
-
-        def attempt() -> tuple[FileChange, list[DataFile]] | None:
-            plan = plan_deletes(self, bound)
-            if plan.is_empty:
-                return None
-            survivors = self.write_survivors(plan.survivors)
-            return FileChange("delete", added=survivors, removed=plan.removed, deletes=plan.deletes,
-                              planned_snapshot_id=self.metadata.current_snapshot_id, conflict_filter=bound,
-                              summary=dict(summary or {})), survivors
-
-        return self.commit_replanned(attempt)
+        return row_deletes.delete_rows(self, filter, summary=summary)
 
     def commit_replanned(self, plan: Callable[[], tuple[FileChange, list[DataFile]] | None]) -> Snapshot | None:
         """Commit a row-level change, planning it again on the current table when it conflicts.
@@ -391,19 +326,7 @@ class Table:
         of its filter with rows a concurrent commit added (COMMIT-10) is raised, as is the
         last conflict after ``commit.retry.num-retries`` replans.
         """
-        retries = int_property(self.metadata.properties, COMMIT_RETRIES)
-        for attempt in range(retries + 1):
-            planned = plan()
-            if planned is None:
-                return None
-            change, own_files = planned
-            try:
-                return self.commit_change(change, cleanup_on_failure=own_files)
-            except CommitConflictError as exc:
-                if attempt == retries or not exc.missing_files:
-                    raise
-                self.refresh()
-        raise AssertionError("unreachable")
+        return row_deletes.commit_replanned(self, plan)
 
     def write_survivors(self, tables: Sequence[pa.Table]) -> list[DataFile]:
         """Write the remaining rows of files a copy-on-write change removes (COMMIT-12)."""
@@ -447,10 +370,6 @@ class Table:
         """Delete the matching rows and every stored copy of them, with a report proving it
         (spec/deletes.md, erasure); see :meth:`Maintenance.erase`."""
         return self.maintenance.erase(filter, **options)
-
-    def _name_of(self, field_id: int) -> str | None:
-        field = self.metadata.schema.field_by_id(field_id)
-        return field.name if field else None
 
     # -- idempotent commits (spec/catalog.md, PROGRESS-1..PROGRESS-4) ----------------------
     def last_committed_batch(self, writer_id: str) -> int | None:

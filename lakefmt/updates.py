@@ -13,7 +13,9 @@ from typing import Union
 
 from lakefmt.errors import CommitConflictError, ValidationError
 from lakefmt.metadata import FORMAT_VERSIONS, LogEntry, Snapshot, TableMetadata
+from lakefmt.properties import INLINE_SNAPSHOTS_MAX, int_property
 from lakefmt.schema import Schema
+from lakefmt.snapshot_history import bring_inline, remove_snapshots, spill
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,13 @@ Requirement = Union[AssertCurrentSchema, AssertCurrentSnapshot, AssertNotCurrent
 
 def apply_updates(base: TableMetadata, updates: list[Update], *, timestamp_ms: int,
                   previous_location: str | None, metadata_log_max: int = 100) -> TableMetadata:
-    """The metadata that results from applying ``updates`` to ``base`` (pure)."""
+    """The metadata that results from applying ``updates`` to ``base`` (pure: it writes nothing).
+
+    In format version 2, snapshots beyond ``write.metadata.inline-snapshots-max`` move to
+    pending history runs (META-17), which the commit writes as files before the metadata
+    file (:func:`lakefmt.snapshot_history.write_pending`). History files are read only by
+    updates that need old snapshots: a rollback to one, an expiry of one.
+    """
     meta = base
     for update in updates:
         meta = _apply_one(meta, update, timestamp_ms)
@@ -112,32 +120,31 @@ def apply_updates(base: TableMetadata, updates: list[Update], *, timestamp_ms: i
     if previous_location is not None:
         log.append(LogEntry(base.last_updated_ms, previous_location))
     log = log[-metadata_log_max:]
-    return meta.evolve(last_updated_ms=max(timestamp_ms, base.last_updated_ms), metadata_log=tuple(log))
+    meta = meta.evolve(last_updated_ms=max(timestamp_ms, base.last_updated_ms), metadata_log=tuple(log))
+    return spill(meta, int_property(meta.properties, INLINE_SNAPSHOTS_MAX))
 
 
 def _apply_one(meta: TableMetadata, update: Update, timestamp_ms: int) -> TableMetadata:
     if isinstance(update, AddSnapshot):
         snap = update.snapshot
-        if meta.has_snapshot(snap.snapshot_id):
+        # Random 63-bit ids (SNAP-2): checked against the inline snapshots, so history is never read here.
+        if meta.is_inline(snap.snapshot_id):
             raise ValidationError(f"snapshot id {snap.snapshot_id} already exists")
         if snap.sequence_number <= meta.last_sequence_number:
             raise ValidationError(f"sequence number {snap.sequence_number} is not above "
                                   f"{meta.last_sequence_number} (SNAP-3)")
-        return meta.evolve(snapshots=(*meta.snapshots, snap), last_sequence_number=snap.sequence_number)
+        return meta.evolve(inline_snapshots=(*meta.inline_snapshots, snap), last_sequence_number=snap.sequence_number)
     if isinstance(update, SetCurrentSnapshot):
         if update.snapshot_id is not None:
-            meta.snapshot_by_id(update.snapshot_id)
-            log = (*meta.snapshot_log, LogEntry(timestamp_ms, update.snapshot_id))
+            meta = bring_inline(meta, update.snapshot_id)  # the current snapshot is inline (META-16)
+            log = (*meta.inline_snapshot_log, LogEntry(timestamp_ms, update.snapshot_id))
         else:
-            log = meta.snapshot_log
-        return meta.evolve(current_snapshot_id=update.snapshot_id, snapshot_log=log)
+            log = meta.inline_snapshot_log
+        return meta.evolve(current_snapshot_id=update.snapshot_id, inline_snapshot_log=log)
     if isinstance(update, RemoveSnapshots):
         if meta.current_snapshot_id in update.snapshot_ids:
             raise ValidationError("the current snapshot cannot be removed")
-        return meta.evolve(
-            snapshots=tuple(s for s in meta.snapshots if s.snapshot_id not in update.snapshot_ids),
-            snapshot_log=tuple(e for e in meta.snapshot_log if e.value not in update.snapshot_ids),
-        )
+        return remove_snapshots(meta, frozenset(update.snapshot_ids))
     if isinstance(update, AddSchema):
         return meta.evolve(schemas=(*meta.schemas, update.schema),
                        last_column_id=max(meta.last_column_id, update.last_column_id))

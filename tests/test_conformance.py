@@ -3,8 +3,8 @@ reader and negative cases, and the generator reproduces what is committed.
 
 ``SpecOnlyReader`` below imports nothing from lakefmt: it reads metadata with json and
 manifests, manifest lists, data files and deletion vectors with pyarrow, struct and zlib,
-applying the spec's rules (LAYOUT-3, META-1 … META-3, ML-5, MAN-3, READ-2 … READ-14, DV-2,
-DV-4). That it passes proves the kit checks the format, not lakefmt's internals.
+applying the spec's rules (LAYOUT-3, META-1 … META-3, META-13 … META-15, ML-5, MAN-3, READ-2 … READ-14,
+DV-2, DV-4). That it passes proves the kit checks the format, not lakefmt's internals.
 """
 
 from __future__ import annotations
@@ -139,6 +139,10 @@ class SpecOnlyReader:
             raise ValueError(f"META-1: missing {missing}")
         if meta["format-version"] not in (1, 2):
             raise ValueError(f"FMT-2: format-version {meta['format-version']}")
+        inline = {s["snapshot-id"] for s in meta["snapshots"]}
+        if meta["current-snapshot-id"] is not None and meta["current-snapshot-id"] not in inline:
+            raise ValueError("META-3, META-16: the current snapshot is not in the metadata file")
+        meta = self._with_history(meta, Path(metadata_path).parent.parent)
         schema_ids = {s["schema-id"] for s in meta["schemas"]}
         snapshot_ids = {s["snapshot-id"] for s in meta["snapshots"]}
         if meta["current-schema-id"] not in schema_ids or any(s["schema-id"] not in schema_ids
@@ -147,6 +151,24 @@ class SpecOnlyReader:
         if meta["current-snapshot-id"] is not None and meta["current-snapshot-id"] not in snapshot_ids:
             raise ValueError("META-3: unknown current snapshot")
         return {"meta": meta, "location": str(Path(metadata_path).parent.parent)}  # LAYOUT-3
+
+    @staticmethod
+    def _with_history(meta: dict[str, Any], location: Path) -> dict[str, Any]:
+        """META-13 … META-15: the snapshots and log entries of the history files come first, in order."""
+        history = meta.get("snapshot-history", [])
+        if history and meta["format-version"] != 2:
+            raise ValueError("META-13: snapshot-history in a version 1 metadata file")
+        snapshots, log = [], []
+        for ref in history:
+            doc = json.loads((location / ref["path"]).read_text())  # missing or not JSON: raises
+            if sorted(doc) != ["format-version", "snapshot-log", "snapshots", "table-uuid"] \
+                    or doc["format-version"] != 2 or doc["table-uuid"] != meta["table-uuid"] \
+                    or len(doc["snapshots"]) != ref["snapshot-count"] \
+                    or len(doc["snapshot-log"]) != ref["log-entry-count"]:
+                raise ValueError(f"META-15: history file {ref['path']} does not match its reference")
+            snapshots += doc["snapshots"]
+            log += doc["snapshot-log"]
+        return {**meta, "snapshots": snapshots + meta["snapshots"], "snapshot-log": log + meta["snapshot-log"]}
 
     def current_snapshot_id(self, h: dict[str, Any]) -> int | None:
         return h["meta"]["current-snapshot-id"]

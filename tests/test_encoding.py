@@ -54,7 +54,7 @@ def test_columns_zstd_cannot_shrink_are_stored_uncompressed(local_catalog):
     import random
 
     rng = random.Random(7)
-    rows = 20_000  # more than the sample: small writes skip the trial write
+    rows = 70_000  # at least four samples' worth: smaller writes skip the trial write
     data = pa.table({
         "noise": pa.array([rng.random() for _ in range(rows)], pa.float64()),  # random mantissas: ZSTD saves ~5%
         "seq": pa.array(range(rows), pa.int64()),  # deltas of 1: ZSTD shrinks them to almost nothing

@@ -8,6 +8,7 @@ entry directly, with and without partition predicates, from a cold cache and a w
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
@@ -72,8 +73,11 @@ def manifests(t: lakefmt.Table):
 
 
 def same_entries(a: list[ManifestEntry], b: list[ManifestEntry]) -> bool:
-    return [(e.status, e.snapshot_id, e.sequence_number, vars(e.data_file)) for e in a] == \
-           [(e.status, e.snapshot_id, e.sequence_number, vars(e.data_file)) for e in b]
+    def values(f: DataFile) -> list:  # every field, statistics included (decoded on first access)
+        return [getattr(f, field.name) for field in dataclasses.fields(f)]
+
+    return [(e.status, e.snapshot_id, e.sequence_number, values(e.data_file)) for e in a] == \
+           [(e.status, e.snapshot_id, e.sequence_number, values(e.data_file)) for e in b]
 
 
 def test_column_wise_decoding_equals_row_wise(table):

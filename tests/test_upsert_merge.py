@@ -76,7 +76,7 @@ def test_upsert_updates_matching_rows_and_inserts_the_rest_in_one_snapshot(local
     if mode == "merge-on-read":
         assert t.metadata.format_version == 2 and vectors
     else:
-        assert t.metadata.format_version == 1 and not vectors
+        assert t.metadata.format_version == 2 and not vectors  # created at version 2 (META-11)
     # Time travel to the snapshot before the upsert returns the old rows (READ-14).
     assert len(t.scan(snapshot_id=before).to_arrow()) == 30
     assert rows(t.scan(snapshot_id=before, filter="id = 5").to_arrow()) == [(5, "ap", 5.0, "v0-0-5")]

@@ -64,9 +64,13 @@ VERIFY = Property(
         "and reads the footers back; 'read-back' also decodes and hashes the outputs from storage.")
 VERIFY_MODES = ("written", "read-back")
 SORTED_ROW_GROUP_ROWS = Property(
-    "compaction.sorted-row-group-rows", 16_384, 1, None,
+    "compaction.sorted-row-group-rows", 4_096, 1, None,
     "Rows per Parquet row group of sort and Z-order outputs: small row groups let selective "
     "reads skip all but a few rows of a clustered file.")
+SORT_MEMORY_BYTES = Property(
+    "compaction.sort-memory-bytes", 256 * MiB, 1, None,
+    "Bytes of rows a sort or Z-order rewrite reorders in memory at once: a larger group is "
+    "ordered in key ranges spilled to local disk (COMPACT-36), so memory does not grow with the group.")
 DELETE_RATIO_THRESHOLD = Property(
     "compaction.delete-ratio-threshold", 0.3, 0.0, 1.0,
     "A file whose deletion vector deletes at least this fraction of its rows is a candidate even when "
@@ -75,7 +79,7 @@ DELETE_RATIO_THRESHOLD = Property(
 COMPACTION_PROPERTIES = (TARGET_FILE_SIZE_BYTES, SMALL_FILE_THRESHOLD_RATIO, MIN_INPUT_FILES,
                          MAX_GROUP_SIZE_BYTES, MIN_AGE_SECONDS, MAX_CONCURRENT_GROUPS,
                          READ_BANDWIDTH_MB_PER_S, QUIET_WINDOWS, ZSTD_LEVEL, LEASE_SECONDS, VERIFY,
-                         SORTED_ROW_GROUP_ROWS, DELETE_RATIO_THRESHOLD)
+                         SORTED_ROW_GROUP_ROWS, DELETE_RATIO_THRESHOLD, SORT_MEMORY_BYTES)
 
 
 @dataclass(frozen=True)
@@ -93,8 +97,9 @@ class CompactionOptions:
     zstd_level: int = 3
     lease_seconds: float = 900
     verify: str = "written"
-    sorted_row_group_rows: int = 16_384
+    sorted_row_group_rows: int = 4_096
     delete_ratio_threshold: float = 0.3
+    sort_memory_bytes: int = 256 * MiB
 
     @property
     def small_file_threshold(self) -> int:
@@ -109,9 +114,10 @@ _BY_FIELD: dict[str, Property] = {
     "read_mb_per_s": READ_BANDWIDTH_MB_PER_S, "quiet_windows": QUIET_WINDOWS, "zstd_level": ZSTD_LEVEL,
     "lease_seconds": LEASE_SECONDS, "verify": VERIFY,
     "sorted_row_group_rows": SORTED_ROW_GROUP_ROWS, "delete_ratio_threshold": DELETE_RATIO_THRESHOLD,
+    "sort_memory_bytes": SORT_MEMORY_BYTES,
 }
 _INTEGERS = {"target_file_size", "min_input_files", "max_group_size", "max_concurrent_groups", "zstd_level",
-             "sorted_row_group_rows"}
+             "sorted_row_group_rows", "sort_memory_bytes"}
 
 
 def resolve_options(properties: Mapping[str, str], **overrides: Any) -> CompactionOptions:

@@ -115,3 +115,59 @@ def sort_indices(table: pa.Table, keys: Sequence[tuple[str, str, str]]) -> pa.Ar
         key = part if key is None else pc.bit_wise_or(key, part)
         del rank, part
     return pc.sort_indices(key)
+
+
+class RankMap:
+    """Dense ranks of a column over a whole group, from the group's distinct values (COMPACT-36).
+
+    ``distinct`` holds every value the group's column holds (in any order, repeats and a
+    null allowed). :meth:`of` gives any batch of the group's rows the zero-based dense ranks
+    those rows have among *all* the group's rows -- what :func:`dense_rank` computes over the
+    group held in memory -- so keys can be computed one batch at a time.
+
+    Example:
+        >>> m = RankMap(pa.array(["b", None, "a"]))
+        >>> m.of(pa.array(["b", "b", None])).to_pylist(), m.count
+        ([1, 1, 2], 3)
+    """
+
+    def __init__(self, distinct: pa.Array, order: str = "ascending", null_placement: str = "at_end") -> None:
+        values = pc.unique(distinct).drop_null()
+        if len(values):
+            ranks = pc.rank(values, sort_keys=[("", order, null_placement)], tiebreaker="dense")
+            ranks = pc.subtract(ranks.cast(_U64), pa.scalar(1, _U64))
+            count = int(pc.max(ranks).as_py()) + 1
+        else:
+            ranks, count = pa.array([], _U64), 0
+        self.null_rank: int | None = None
+        if distinct.null_count:
+            if null_placement == "at_start":
+                ranks = pc.add(ranks, pa.scalar(1, _U64))
+                self.null_rank = 0
+            else:
+                self.null_rank = count
+            count += 1
+        self.values, self.ranks, self.count = values, ranks, count
+
+    def lookup(self, column: pa.Array | pa.ChunkedArray, table: pa.Array, null_value: int) -> pa.Array:
+        """``table[rank]`` for every row of ``column`` (``null_value`` for a null).
+
+        Raises:
+            ValueError: a value of ``column`` is not among the distinct values the map was built from.
+        """
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        if pa.types.is_dictionary(column.type):  # looked up once per dictionary entry, gathered by index
+            out = table.take(pc.index_in(column.dictionary, value_set=self.values)).take(column.indices)
+        else:
+            out = table.take(pc.index_in(column, value_set=self.values))
+        if out.null_count != column.null_count:
+            raise ValueError(f"{out.null_count - column.null_count} values are not among the group's "
+                             f"{len(self.values)} distinct values")
+        if column.null_count:
+            out = pc.fill_null(out, pa.scalar(null_value, table.type))
+        return out
+
+    def of(self, column: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """Zero-based dense ranks (uint64) of ``column``'s values among the group's."""
+        return self.lookup(column, self.ranks, self.null_rank or 0)

@@ -131,7 +131,11 @@ def project(batch: pa.RecordBatch, schema: Schema, file_names: dict[int, str], t
     """One batch read from a file, as ``schema``: by field id, nulls for new columns, widened casts.
 
     A dictionary column whose value type is the target type stays a dictionary (the
-    batch's schema then says so; :func:`lakefmt.write.plain_schema` of it is ``target``).
+    batch's schema then says so; :func:`lakefmt.write.plain_schema` of it is ``target``),
+    unless its dictionary holds more entries than half the batch's rows: such values
+    hardly repeat (a small file written with a dictionary for every column), and a
+    dictionary would only cost the rewrite a merge of large dictionaries and the output
+    a dictionary page that overflows.
     """
     arrays, fields = [], []
     for field, arrow_field in zip(schema.fields, target):
@@ -141,6 +145,8 @@ def project(batch: pa.RecordBatch, schema: Schema, file_names: dict[int, str], t
             fields.append(arrow_field)
             continue
         column = batch.column(name)
+        if pa.types.is_dictionary(column.type) and 2 * len(column.dictionary) > len(column):
+            column = column.dictionary_decode()  # mostly distinct values: a dictionary would not pay
         if pa.types.is_dictionary(column.type) and column.type.value_type == arrow_field.type:
             fields.append(arrow_field.with_type(column.type))
         else:

@@ -10,13 +10,15 @@ Strategies:
 * ``binpack`` streams batches file by file into a rolling writer (never the whole
   group in memory); files roll at the target size by bytes actually written.
 * ``sort`` merges the inputs with a streaming k-way merge when every input is
-  already sorted by the target order, and otherwise sorts the group in memory
-  (bounded by the group size, COMPACT-7).
-* ``zorder`` sorts the group in memory by Z-order key (:mod:`lakefmt.compaction.zorder`).
+  already sorted by the target order, and otherwise sorts the group.
+* ``zorder`` sorts the group by Z-order key (:mod:`lakefmt.compaction.zorder`).
 
-In-memory strategies order the group with :func:`lakefmt.compaction.ranks.sort_indices`
-or :func:`lakefmt.compaction.zorder.zorder_indices` (rank-based, the permutation the
-definitions give) and reorder it one slice at a time, so the group is held once.
+A group whose rows fit in ``compaction.sort-memory-bytes`` (estimated from the first
+batch) is sorted in memory with :func:`lakefmt.compaction.ranks.sort_indices` or
+:func:`lakefmt.compaction.zorder.zorder_indices` (rank-based, the permutation the
+definitions give) and reordered one slice at a time, so the group is held once. A larger
+group is sorted in key ranges spilled to local disk (:mod:`lakefmt.compaction.spill`,
+COMPACT-36): the same permutation, with memory bounded by the budget, not the group.
 
 Inputs are read with their deletion vectors applied (COMPACT-32): the rows a vector
 deletes are dropped as each batch is read, so no output holds a deleted row, and the
@@ -29,9 +31,13 @@ Outputs are ZSTD Parquet files named ``compact-...`` with statistics from their
 footers (COMPACT-16) and the encodings every writer chooses (:mod:`lakefmt.encoding`,
 WRITE-7). Before returning, the outputs must hold exactly the input rows (COMPACT-17):
 the checksum of the rows as read must equal the checksum of the rows handed to the
-Parquet writer (what any reordering, merging or concatenation produced), and the
-footers read back from storage must count the same rows. With ``read_back`` the
-outputs are also decoded from storage and hashed (the writer's encoding is then
+Parquet writer (what any reordering or merging produced), and the footers read back
+from storage must count the same rows. A bin-pack only concatenates the batches it
+read, so instead of hashing every row twice it checks that each table handed to the
+writer is made of the very arrays read, in order (dictionary codes re-indexed to one
+shared dictionary are checked code by code), and counts the rows; a table for which
+that cannot be established is hashed on both sides. With ``read_back`` the inputs are
+hashed and the outputs decoded from storage and hashed (the writer's encoding is then
 checked too). On a mismatch the outputs are deleted and
 :class:`~lakefmt.errors.ChecksumMismatchError` is raised.
 
@@ -41,7 +47,8 @@ COMPACT-16) so that selective reads of clustered rows prune nearly every row gro
 CPU of a bin-pack rewrite of one day of the telemetry data (benchmarks/telemetry_data.py,
 1 million rows in 100 files of 1 MB; pyarrow 26, ZSTD 3): writing 1.37 s, of which
 ZSTD-compressing the 200-byte ``payload`` column takes 1.13 s; reading the inputs 0.29 s;
-each of the two row hashes 0.065 s. Decoding the outputs again (``read_back``) costs
+each of the two row hashes 0.065 s, which the bin-pack no longer makes (its concatenation
+is checked instead, a few milliseconds). Decoding the outputs again (``read_back``) costs
 about as much as reading the inputs.
 """
 
@@ -55,11 +62,13 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakefmt.compaction.group_keys import sort_group_key, zorder_group_key
 from lakefmt.compaction.merge import merge_sorted
-from lakefmt.compaction.options import Strategy
+from lakefmt.compaction.options import SORT_MEMORY_BYTES, Strategy
 from lakefmt.compaction.ranks import sort_indices
 from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, live_rows, read_table
-from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, checksum, parquet_checksum
+from lakefmt.compaction.spill import contiguous, plan_spill, spill_sorted
+from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, checksum, holds_parts, parquet_checksum
 from lakefmt.compaction.zorder import zorder_indices
 from lakefmt.errors import ChecksumMismatchError, CompactionError
 from lakefmt.io import FileIO
@@ -68,12 +77,15 @@ from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
 from lakefmt.write import RollingFileWriter, WriteOptions, plain_schema
 
-Method = Literal["stream", "merge", "memory-sort", "zorder"]
+Method = Literal["stream", "merge", "memory-sort", "zorder", "spill-sort", "spill-zorder"]
 Hook = Callable[[str, dict[str, Any]], None]
 MAX_MERGE_INPUTS = 512  # open files of one streaming merge; more inputs are sorted in memory
 FLUSH_BYTES = 64 * 1024 * 1024
 SINK_ROWS = 131_072  # fewest rows handed to the writer at once (it splits them into row groups)
 TAKE_ROWS = 1_048_576  # rows reordered per take; smaller slices cost a per-call pass over the group's chunks
+SPILL_BATCH_ROWS = 65_536  # rows read and routed at once by a spilled sort (COMPACT-36)
+MAX_SPILL_RANGES = 256  # key ranges (open spill files) of one spilled sort at most
+SPILL_DICTIONARIES = True  # a spilled sort reads dictionary-encoded strings as dictionaries
 
 
 @dataclass(frozen=True)
@@ -97,6 +109,7 @@ class RewriteTask:
     inputs_sorted: bool = False
     verify: bool = True
     read_back: bool = False  # COMPACT-17 also decodes the outputs from storage (compaction.verify=read-back)
+    sort_memory_bytes: int = SORT_MEMORY_BYTES.default  # rows reordered in memory at once (COMPACT-36)
 
 
 @dataclass(frozen=True)
@@ -121,12 +134,14 @@ class RewriteResult:
 
 
 def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], None] | None = None,
-                  hook: Hook | None = None) -> RewriteResult:
+                  hook: Hook | None = None, sync: bool = True) -> RewriteResult:
     """Rewrite the files of ``task`` and verify the outputs (COMPACT-12..COMPACT-17).
 
     ``throttle(nbytes)`` is called before each file is read (read budget, back-off);
     ``hook(point, info)`` is called at ``"outputs-written"`` with the output paths,
-    before verification (a test seam).
+    before verification (a test seam). With ``sync=False`` the outputs are left for the
+    ``io.sync()`` of the commit that adds them (COMMIT-20): the caller must commit through
+    this very ``io``; the rewrite then never waits for the disk.
     """
     if task.strategy == "sort" and not task.sort_keys:
         raise CompactionError(f"group {task.group_id}: a sort rewrite needs sort keys")
@@ -134,9 +149,12 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
         raise CompactionError(f"group {task.group_id}: a Z-order rewrite needs columns")
     started = time.perf_counter()
     writer = RollingFileWriter(io, task.location, task.schema, task.spec, task.partition, task.write_options,
-                               sort_order_id=task.output_sort_order_id)
-    inputs = RowChecksum()
-    written = _Hashed()
+                               sort_order_id=task.output_sort_order_id, sync=sync)
+    # Bin-pack hands the writer the arrays it read, only concatenated: that is checked array by
+    # array (_Concatenated), so its rows are hashed only to compare them with decoded outputs (COMPACT-17).
+    binpack = task.strategy == "binpack"
+    inputs = RowChecksum(hashing=task.read_back or (task.verify and not binpack))
+    written: _Concatenated | _Hashed = _Concatenated(task.group_id) if binpack else _Hashed()
     try:
         sink = _Sink(writer, max(task.write_options.row_group_rows, SINK_ROWS), written if task.verify else None)
         counts: dict[str, int] = {}  # rows read from each input without a vector
@@ -181,6 +199,9 @@ def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
         for table in merge_sorted(streams, task.schema.to_arrow(), task.sort_keys, batch_rows=batch_rows):
             sink.write(table)
         return "merge"
+    spilled = _spilled(io, task, sink, inputs, throttle, counts)
+    if spilled is not None:
+        return spilled
     tables = []
     for f in task.files:
         table = read_table(io, _abs(task, f), task.schema, charge=throttle, size_hint=f.file_size_bytes,
@@ -190,7 +211,7 @@ def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
         inputs.update(table)
         tables.append(table)
     inputs.value  # noqa: B018 - hashes the rows still buffered, so the checksum holds no table below
-    group = _contiguous(tables, task.schema.to_arrow())
+    group = contiguous(tables, task.schema.to_arrow())
     if task.strategy == "zorder":
         indices = zorder_indices(group, list(task.zorder_columns))
     else:
@@ -201,24 +222,68 @@ def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
     return "zorder" if task.strategy == "zorder" else "memory-sort"
 
 
-def _contiguous(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
-    """The rows of ``tables`` as one table of contiguous columns, built column by column.
+def _spilled(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
+             throttle: Callable[[int], None] | None, counts: dict[str, int]) -> Method | None:
+    """Sort or Z-order a group too large for ``task.sort_memory_bytes`` in key ranges spilled to
+    local disk (COMPACT-36, :mod:`lakefmt.compaction.spill`); None when it fits in memory, or when
+    a key column's type cannot be hashed (then nothing was read but key columns: sort in memory).
 
-    ``tables`` is emptied: each column's chunks are released as soon as that column is
-    copied, so the peak is the group plus one column (not two copies of the group), and
-    the slices taken from it afterwards need no pass over thousands of small chunks.
+    The group's size in memory is estimated from its first batch: its Arrow bytes per row
+    times the group's live rows. Sorted in memory, the group and the sorted copy of its rows
+    are held at once, so it is sorted in memory only when it takes at most half the budget;
+    likewise each key range holds at most half the budget.
     """
-    chunks = [[c for t in tables for c in t.column(i).chunks] for i in range(len(schema))]
-    tables.clear()
-    columns = []
-    for i, column_field in enumerate(schema):
-        parts, chunks[i] = chunks[i], []
+    row_bytes = _row_bytes(io, task, throttle)
+    rows = sum(f.live_record_count for f in task.files)
+    budget = task.sort_memory_bytes
+    if row_bytes * rows <= budget / 2:  # the group and its reordered slices fit in the budget
+        return None
+    zorder = task.strategy == "zorder"
+    names = list(dict.fromkeys(task.zorder_columns if zorder else [k[0] for k in task.sort_keys]))
+    key_schema = task.schema.select(names)
+
+    def key_batches() -> Iterator[pa.RecordBatch]:  # the key columns only; charged as a full read (COMPACT-25)
+        for f in task.files:
+            yield from iter_batches(io, _abs(task, f), key_schema, batch_rows=SPILL_BATCH_ROWS, charge=throttle,
+                                    size_hint=f.file_size_bytes, keep_dictionaries=SPILL_DICTIONARIES,
+                                    live=live_rows(io, task.location, f))
+
+    def build(distinct: dict[str, pa.Array]) -> Any:
+        return zorder_group_key(distinct, names) if zorder else sort_group_key(distinct, task.sort_keys)
+
+    # A range and its sorted copy are in memory at once: each range holds half the budget.
+    range_rows = max(1, int(budget / 2 / max(row_bytes, 1.0)), -(-rows // MAX_SPILL_RANGES))
+    try:
+        plan = plan_spill(key_batches, names, build, range_rows)
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    # Strings stored with a dictionary stay dictionaries: keys are looked up per dictionary entry and
+    # the writer is handed dictionaries (bin-pack's fast path), nothing is decoded and hashed again.
+    rows_in = (b for f in task.files for b in _checked(
+        _batches(io, task, f, throttle, SPILL_BATCH_ROWS, keep_dictionaries=SPILL_DICTIONARIES, counts=counts),
+        inputs))
+    def resort(table: pa.Table) -> pa.Array:  # the key packs a prefix of the order: sort by all of it
+        keys = table.select(names)
+        plain = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in keys.columns]
+        return sort_indices(pa.table(plain, names=names), list(task.sort_keys))
+
+    # A range is reordered a sink's worth of rows at a time: the range plus one slice in memory.
+    spill_sorted(plan, rows_in, sink.write, resort=None if plan.key.complete else resort, take_rows=SINK_ROWS)
+    return "spill-zorder" if zorder else "spill-sort"
+
+
+def _row_bytes(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | None) -> float:
+    """Arrow bytes per row of the group, from the first batch that holds a live row (each input
+    peeked at is charged as a whole file, COMPACT-25)."""
+    for f in task.files:
+        batches = _batches(io, task, f, throttle, 8192)
         try:
-            columns.append(pa.chunked_array([pa.concat_arrays(parts)] if parts else [], column_field.type))
-        except pa.ArrowInvalid:  # more than 2 GiB of strings: 32-bit offsets cannot hold them in one array
-            columns.append(pa.chunked_array(parts, column_field.type))
-        del parts
-    return pa.Table.from_arrays(columns, schema=schema)
+            for batch in batches:
+                if batch.num_rows:
+                    return batch.nbytes / batch.num_rows
+        finally:
+            batches.close()
+    return 0.0
 
 
 def _stream(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | None, batch_rows: int,
@@ -318,9 +383,10 @@ class _Sink:
     chunk is a whole row group's worth of rows, not one small input's.
     """
 
-    def __init__(self, writer: RollingFileWriter, row_group_rows: int, hashed: _Hashed | None = None) -> None:
+    def __init__(self, writer: RollingFileWriter, row_group_rows: int,
+                 check: _Concatenated | _Hashed | None = None) -> None:
         self.writer = writer
-        self.hashed = hashed
+        self.check = check
         self.flush_rows = max(1, row_group_rows)
         self._parts: list[pa.Table] = []
         self._rows = 0
@@ -339,10 +405,11 @@ class _Sink:
     def flush(self) -> None:
         if not self._parts:
             return
-        table = _concat(self._parts)
+        parts = self._parts
+        table = _concat(parts)
         self._parts, self._rows, self._bytes = [], 0, 0
-        if self.hashed is not None:
-            self.hashed.add(table)  # exactly what the Parquet writer is given (COMPACT-17)
+        if self.check is not None:
+            self.check.add(parts, table)  # exactly what the Parquet writer is given (COMPACT-17)
         self.writer.write(table)
 
 
@@ -352,8 +419,34 @@ class _Hashed:
     def __init__(self) -> None:
         self.value = EMPTY
 
-    def add(self, table: pa.Table) -> None:
+    def add(self, parts: list[pa.Table], table: pa.Table) -> None:
         self.value = self.value + checksum(table)
+
+
+class _Concatenated:
+    """Bin-pack's check that each table handed to the writer holds the rows of its parts, the
+    batches read, in order (COMPACT-17); ``value`` counts the rows so handed over.
+
+    The table is made of the very arrays read (:func:`holds_parts`), so nothing needs
+    hashing; where that cannot be established (a column cast to a common type), the parts
+    and the table are hashed and must agree. The rows read are counted on the other side
+    and the two counts compared (the rows read must also match the manifests, check 1).
+    """
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.value = Checksum(0, None)
+        self.hashed_rows = 0  # rows whose concatenation had to be checked by hashing
+
+    def add(self, parts: list[pa.Table], table: pa.Table) -> None:
+        if not holds_parts(parts, table):
+            before, after = sum(map(checksum, parts), EMPTY), checksum(table)
+            if before != after:
+                raise ChecksumMismatchError(
+                    f"group {self.group_id}: the rows handed to the writer ({after}) are not the rows read "
+                    f"({before}); the outputs were deleted and nothing was committed")
+            self.hashed_rows += table.num_rows
+        self.value = Checksum(self.value.rows + table.num_rows, None)
 
 
 def _concat(parts: list[pa.Table]) -> pa.Table:

@@ -187,7 +187,8 @@ def make_task(table: Table, plan: CompactionPlan, group: FileGroup) -> RewriteTa
         partition=group.partition, files=group.files, strategy=plan.strategy, write_options=write,
         sort_keys=plan.sort_keys, zorder_columns=plan.zorder_columns,
         output_sort_order_id=plan.target_sort_order_id if plan.strategy == "sort" else None,
-        inputs_sorted=inputs_sorted, read_back=options.verify == "read-back")
+        inputs_sorted=inputs_sorted, read_back=options.verify == "read-back",
+        sort_memory_bytes=options.sort_memory_bytes)
 
 
 @under_write_lease  # CAT-10: the outputs stay protected however long the run takes
@@ -235,7 +236,9 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
             pacer(sum(f.file_size_bytes for f in task.files))
             return rewriter(task)
         pacer.wait_while_paused()
-        return rewrite_group(table.io, task, throttle=pacer, hook=hook)
+        # The outputs are made durable by the commit that adds them, through this same io (COMMIT-20):
+        # a rewrite thread never waits on fsync, the commit's sync overlaps the next rewrites.
+        return rewrite_group(table.io, task, throttle=pacer, hook=hook, sync=False)
 
     # At most max-concurrent-groups rewrites at once (COMPACT-27).
     pool = ThreadPoolExecutor(max_workers=plan.options.max_concurrent_groups, thread_name_prefix="lakefmt-compact")

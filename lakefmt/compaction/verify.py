@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 MASK64 = (1 << 64) - 1
 _local = threading.local()
@@ -37,16 +38,23 @@ _base: list[duckdb.DuckDBPyConnection] = []
 
 @dataclass(frozen=True)
 class Checksum:
-    """Row count and the order-independent digest of a multiset of rows."""
+    """Row count and the order-independent digest of a multiset of rows.
+
+    ``digest`` is None when the rows were counted, not hashed (a bin-pack whose
+    concatenation is checked array by array, COMPACT-17); a sum with such a checksum is
+    counted only.
+    """
 
     rows: int
-    digest: int
+    digest: int | None
 
     def __add__(self, other: Checksum) -> Checksum:
+        if self.digest is None or other.digest is None:
+            return Checksum(self.rows + other.rows, None)
         return Checksum(self.rows + other.rows, (self.digest + other.digest) & MASK64)
 
     def __str__(self) -> str:
-        return f"{self.rows} rows, digest {self.digest:016x}"
+        return f"{self.rows} rows" if self.digest is None else f"{self.rows} rows, digest {self.digest:016x}"
 
 
 EMPTY = Checksum(0, 0)
@@ -125,18 +133,24 @@ class RowChecksum:
     """Accumulates the checksum of a stream of batches (thread-safe).
 
     Small batches are buffered and hashed together, a few hundred thousand rows at a
-    time, so a stream of tiny files costs few hash queries.
+    time, so a stream of tiny files costs few hash queries. With ``hashing=False`` rows
+    are only counted (the value's digest is None).
     """
 
-    def __init__(self, *, buffer_rows: int = 262_144) -> None:
+    def __init__(self, *, buffer_rows: int = 262_144, hashing: bool = True) -> None:
         self._lock = threading.Lock()
-        self._total = EMPTY
+        self._total = EMPTY if hashing else Checksum(0, None)
         self._pending: list[pa.Table] = []
         self._pending_rows = 0
         self.buffer_rows = buffer_rows
+        self.hashing = hashing
 
     def update(self, data: pa.Table | pa.RecordBatch) -> None:
         """Add rows; string columns may be dictionary arrays (DuckDB hashes their values)."""
+        if not self.hashing:
+            with self._lock:
+                self._total = Checksum(self._total.rows + data.num_rows, None)
+            return
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
         with self._lock:
             if self._pending and not self._pending[0].schema.equals(table.schema):
@@ -156,3 +170,66 @@ class RowChecksum:
         with self._lock:
             self._drain()
             return self._total
+
+
+def holds_parts(parts: list[pa.Table], table: pa.Table) -> bool:
+    """Whether ``table`` holds exactly the rows of ``parts``, in order, by construction (COMPACT-17).
+
+    True when every column of ``table`` is made of the arrays of that column of the parts,
+    one chunk per part chunk, in order: the very same memory (buffers, offset and length),
+    or, for a dictionary column that was given one shared dictionary, codes that name
+    the same values code by code. The writer is then handed the rows read without a byte
+    of them copied or re-encoded, and hashing both sides would only compare a value with
+    itself. False means "not established" (for example a column was cast): the caller
+    must then hash both sides.
+    """
+    if table.num_rows != sum(p.num_rows for p in parts) or any(p.num_columns != table.num_columns for p in parts):
+        return False
+    for i in range(table.num_columns):
+        got = [c for c in table.column(i).chunks if len(c)]
+        want = [c for p in parts for c in p.column(i).chunks if len(c)]
+        if len(got) != len(want):
+            return False
+        if not got:
+            continue
+        if pa.types.is_dictionary(table.schema.field(i).type):
+            if not _same_codes(got, want):
+                return False
+        elif not all(_same_memory(g, w) for g, w in zip(got, want)):
+            return False
+    return True
+
+
+def _same_memory(a: pa.Array, b: pa.Array) -> bool:
+    """The same type, length and offset over the same buffers; nested arrays are not compared
+    (their children carry offsets of their own) and count as different."""
+    if a.type != b.type or len(a) != len(b) or a.offset != b.offset or pa.types.is_nested(a.type):
+        return False
+    ours, theirs = a.buffers(), b.buffers()
+    return len(ours) == len(theirs) and all(
+        (x is None and y is None) or (x is not None and y is not None and x.address == y.address
+                                      and x.size == y.size) for x, y in zip(ours, theirs))
+
+
+def _same_codes(got: list[pa.Array], want: list[pa.Array]) -> bool:
+    """Dictionary chunks ``got`` (sharing one dictionary) name, row by row, the values of ``want``.
+
+    Every dictionary of ``want`` is looked up in the shared one in a single call (one hash
+    table of the shared dictionary, not one per chunk); then each chunk's codes must be its
+    ``want`` chunk's codes moved to where their values are in the shared dictionary.
+    """
+    if not all(pa.types.is_dictionary(w.type) and w.type.value_type == got[0].type.value_type for w in want):
+        return False
+    shared = got[0].dictionary
+    if any(len(g) != len(w) or not _same_memory(g.dictionary, shared) for g, w in zip(got, want)):
+        return False
+    moved = pc.index_in(pa.concat_arrays([w.dictionary for w in want]), value_set=shared, skip_nulls=True)
+    if moved.null_count:
+        return False  # a value missing from the shared dictionary (or a null entry): not established
+    start = 0
+    for g, w in zip(got, want):
+        expected = moved.slice(start, len(w.dictionary)).take(w.indices)
+        start += len(w.dictionary)
+        if not expected.equals(g.indices.cast(expected.type)):
+            return False
+    return True

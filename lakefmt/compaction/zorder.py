@@ -19,6 +19,11 @@ in the same relative order. Dropping bit positions that are zero in every key ke
 the order of keys, so the stable sort returns the same permutation -- but the compact
 key has only ``sum(w)`` bits, a small range Arrow sorts by counting.
 
+A column's contribution to the key depends on its rank only, so :func:`zorder_parts`
+computes it once per distinct rank; a rewrite that does not hold its group
+(:mod:`lakefmt.compaction.spill`) gathers it by the ranks each batch has in the whole
+group (:class:`lakefmt.compaction.ranks.RankMap`) and gets the same keys.
+
 Example:
     >>> keys = zorder_keys(table, ["payload_id", "sensor_kind"])
     >>> table.take(pc.sort_indices(keys))          # == table.take(zorder_indices(table, [...]))
@@ -27,7 +32,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -42,64 +46,79 @@ def dense_ranks(column: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, int]:
     return ranks, max(0, count - 1).bit_length()
 
 
-@dataclass(frozen=True)
-class _Column:
-    """One Z-order column: its zero-based dense ranks and where each rank bit goes in the key."""
+def zorder_layout(counts: Sequence[int], *, compact: bool = False) -> list[tuple[tuple[int, int], ...]]:
+    """For each column, ``(bit of the rank, bit of the key)`` pairs, given each column's distinct ranks.
 
-    ranks: pa.Array
-    count: int  # distinct ranks
-    bits: tuple[tuple[int, int], ...]  # (bit of the rank, bit of the key)
+    The positions are COMPACT-15's; with ``compact`` the key bits no row can set are
+    dropped and the others renumbered in the same order (an order-preserving key of
+    ``sum(w)`` bits).
+    """
+    if not counts:
+        raise ValidationError("Z-order needs at least one column")
+    k = len(counts)
+    bits = 64 // k
+    layout = []
+    for i, count in enumerate(counts):
+        width = max(0, count - 1).bit_length()
+        shift = bits - width  # > 0: spread the ranks over all b bits; < 0: keep their top b bits
+        layout.append(tuple((src, (src + shift) * k + (k - 1 - i)) for src in range(max(0, -shift), width)))
+    if compact:
+        order = sorted(position for column in layout for _, position in column)
+        renumber = {position: i for i, position in enumerate(order)}
+        layout = [tuple((src, renumber[position]) for src, position in column) for column in layout]
+    return layout
 
 
-def _columns(table: pa.Table, columns: Sequence[str]) -> list[_Column]:
-    """Ranks and bit positions of every Z-order column (COMPACT-15)."""
+def zorder_parts(counts: Sequence[int], *, compact: bool = False) -> list[pa.Array]:
+    """For each column, its contribution to the key for each rank ``0..count-1`` (uint64).
+
+    A row's key is the OR of ``parts[i][rank_i]``: the bits are placed once per distinct
+    rank, not once per row.
+    """
+    out = []
+    for count, bits in zip(counts, zorder_layout(counts, compact=compact)):
+        values = pa.array(range(count), pa.uint64())
+        part = pa.repeat(pa.scalar(0, pa.uint64()), count)
+        for src, position in bits:
+            bit = pc.bit_wise_and(pc.shift_right(values, pa.scalar(src, pa.uint64())), pa.scalar(1, pa.uint64()))
+            part = pc.bit_wise_or(part, pc.shift_left(bit, pa.scalar(position, pa.uint64())))
+        out.append(part)
+    return out
+
+
+def _ranks(table: pa.Table, columns: Sequence[str]) -> tuple[list[pa.Array], list[int]]:
+    """Zero-based dense ranks of every Z-order column over ``table`` and their counts (COMPACT-15)."""
     if not columns:
         raise ValidationError("Z-order needs at least one column")
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise ValidationError(f"Z-order columns {missing} are not in the table; it has {table.column_names}")
-    k = len(columns)
-    bits = 64 // k
-    out = []
-    for i, name in enumerate(columns):
-        ranks, count = dense_rank(table.column(name), "ascending", "at_end")
-        width = max(0, count - 1).bit_length()
-        shift = bits - width  # > 0: spread the ranks over all b bits; < 0: keep their top b bits
-        out.append(_Column(ranks, count, tuple((src, (src + shift) * k + (k - 1 - i))
-                                                for src in range(max(0, -shift), width))))
-    return out
+    ranks, counts = [], []
+    for name in columns:
+        rank, count = dense_rank(table.column(name), "ascending", "at_end")
+        ranks.append(rank)
+        counts.append(count)
+    return ranks, counts
 
 
-def _assemble(columns: list[_Column], rows: int) -> pa.Array:
-    """OR of every column's bits placed at their key positions.
-
-    Each column's contribution is computed once per distinct rank (over ``0..count-1``)
-    and gathered by rank, instead of shifting every bit of every row.
-    """
+def _assemble(parts: list[pa.Array], ranks: list[pa.Array], rows: int) -> pa.Array:
+    """OR of every column's part gathered by its ranks."""
     key = None
-    for column in columns:
-        values = pa.array(range(column.count), pa.uint64()) if column.count < len(column.ranks) else column.ranks
-        part = pa.repeat(pa.scalar(0, pa.uint64()), len(values))
-        for src, position in column.bits:
-            bit = pc.bit_wise_and(pc.shift_right(values, pa.scalar(src, pa.uint64())), pa.scalar(1, pa.uint64()))
-            part = pc.bit_wise_or(part, pc.shift_left(bit, pa.scalar(position, pa.uint64())))
-        if values is not column.ranks:
-            part = part.take(column.ranks)
-        key = part if key is None else pc.bit_wise_or(key, part)
+    for part, rank in zip(parts, ranks):
+        gathered = part.take(rank)
+        key = gathered if key is None else pc.bit_wise_or(key, gathered)
     return key if key is not None else pa.repeat(pa.scalar(0, pa.uint64()), rows)
 
 
 def zorder_keys(table: pa.Table, columns: Sequence[str]) -> pa.Array:
     """The Z-order key (uint64) of every row of ``table`` over ``columns`` (COMPACT-15)."""
-    return _assemble(_columns(table, columns), table.num_rows)
+    ranks, counts = _ranks(table, columns)
+    return _assemble(zorder_parts(counts), ranks, table.num_rows)
 
 
 def zorder_indices(table: pa.Table, columns: Sequence[str]) -> pa.Array:
     """Row order of ``table`` by Z-order key (stable for equal keys), via the compact key."""
-    cols = _columns(table, columns)
-    order = sorted(position for c in cols for _, position in c.bits)
-    compact = {position: i for i, position in enumerate(order)}  # drop the bits no key ever sets
-    cols = [replace(c, bits=tuple((src, compact[position]) for src, position in c.bits)) for c in cols]
-    key = _assemble(cols, table.num_rows)
-    del cols  # the ranks are not needed while sorting: the group is what memory must hold
+    ranks, counts = _ranks(table, columns)
+    key = _assemble(zorder_parts(counts, compact=True), ranks, table.num_rows)
+    del ranks  # the ranks are not needed while sorting: the group is what memory must hold
     return pc.sort_indices(key)

@@ -3,7 +3,8 @@
 Levels, each including the previous one:
 
 * ``metadata`` — the metadata file against the JSON Schema (META-2), its references
-  (META-3), the location (LAYOUT-3), snapshot lineage and sequence numbers (SNAP-2,
+  (META-3), the location (LAYOUT-3), its history files (META-13 … META-16, LAYOUT-13: read,
+  parsed and compared with their references, from storage), snapshot lineage and sequence numbers (SNAP-2,
   SNAP-3, META-8), every manifest list and manifest of every retained snapshot: paths
   (LAYOUT-2, MAN-8), counts (ML-3), partition summaries (ML-4), inheritance (MAN-5),
   duplicate live files (READ-9) and summary totals (SNAP-5), deletion vectors: each entry's
@@ -39,10 +40,11 @@ from lakefmt.io import normalize_location
 from lakefmt.maintenance import check_vectors
 from lakefmt.maintenance.check_files import Violation, check_data_file
 from lakefmt.maintenance.metadata_schema import metadata_schema, validate_metadata
-from lakefmt.maintenance.reachability import READ_THREADS, relativize, table_location
+from lakefmt.maintenance.reachability import READ_THREADS, metadata_version, relativize, table_location
 from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
 from lakefmt.manifest_io import read_manifest, read_manifest_list
 from lakefmt.metadata import TableMetadata
+from lakefmt.snapshot_history import HISTORY_FILE, read_segment
 
 if TYPE_CHECKING:
     from lakefmt.table import Table
@@ -170,6 +172,7 @@ class _Checker:
         except CorruptMetadataError as exc:
             self.bad("META-1", str(exc), here)
             return None
+        meta = self._check_history(meta, name)
         for what, ids in (("schema", [s.schema_id for s in meta.schemas]),
                           ("partition spec", [s.spec_id for s in meta.partition_specs]),
                           ("sort order", [o.order_id for o in meta.sort_orders])):
@@ -187,6 +190,45 @@ class _Checker:
             if value not in known:
                 self.bad("META-3", f"{what} {value} names nothing in the metadata", here)
         return meta
+
+    def _check_history(self, meta: TableMetadata, name: str) -> TableMetadata:
+        """Read every history file from storage and check it against its reference (META-13 … META-16,
+        LAYOUT-13); the metadata returned holds the readable ones in memory, so nothing is read twice."""
+        if not meta.snapshot_history:
+            return meta
+        here, current_version = self.metadata_location, metadata_version(name)
+        refs, seen = [], set()
+        for ref in meta.snapshot_history:
+            path = ref.path or ""
+            match = HISTORY_FILE.match(path)
+            if match is None:
+                self.bad("LAYOUT-13", "a history file is not named metadata/history-{version:06d}-{unique}.json",
+                         path)
+            elif current_version is not None and int(match.group(1)) > current_version:
+                self.bad("LAYOUT-13", f"a history file's version {int(match.group(1))} is above the current "
+                                      f"metadata version {current_version}", path)
+            if path in seen:
+                self.bad("META-14", "snapshot-history names this history file twice", path)
+            seen.add(path)
+            try:
+                segment = read_segment(self.io, f"{self.location}/{path}", ref, meta.table_uuid)
+            except MissingFileError:
+                self.bad("LAYOUT-5", "a history file named in snapshot-history is missing", path)
+                continue
+            except CorruptMetadataError as exc:
+                self.bad("META-15", str(exc), path)
+                continue
+            refs.append(replace(ref, segment=segment))
+        ordered = [(r.first_sequence_number, r.last_sequence_number, r.path) for r in meta.snapshot_history]
+        inline = [s.sequence_number for s in meta.inline_snapshots]
+        if inline:
+            ordered.append((min(inline), max(inline), "snapshots"))
+        for (_, last, path), (first, _, after) in itertools.pairwise(ordered):
+            if last >= first:
+                self.bad("META-14", f"sequence numbers of {path} do not all come before those of {after}", here)
+        if meta.current_snapshot_id is not None and not meta.is_inline(meta.current_snapshot_id):
+            self.bad("META-16", f"the current snapshot {meta.current_snapshot_id} is not inline", here)
+        return replace(meta, snapshot_history=tuple(refs), history_io=self.io)
 
     def _check_lineage(self, meta: TableMetadata) -> None:
         here = self.metadata_location

@@ -10,7 +10,9 @@ deletes the files that nothing retained can reach any more:
 3. compute reachability from the metadata **as committed** (which includes anything
    committed concurrently) and the files reachable only from the removed snapshots;
 4. delete those data files, deletion-vector files, manifests and manifest lists, and the
-   metadata files that neither the current metadata nor its metadata-log names (MAINT-6).
+   metadata files that neither the current metadata nor its metadata-log names (MAINT-6),
+   with the history files none of those metadata files names (META-19): removing a snapshot
+   kept in a history file replaces that file by a new one in the commit of step 2.
 
 A deletion-vector file holds the vectors one commit attempt wrote, for many data files
 (LAYOUT-12); it is deleted only when no live entry of a retained snapshot points into
@@ -29,10 +31,11 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
@@ -119,7 +122,7 @@ def select_expired(metadata: TableMetadata, *, cutoff: int, retain_last: int,
         return chosen
     if retain_last < 1:
         raise ValidationError(f"retain_last must be at least 1, got {retain_last}")
-    keep = {s.snapshot_id for s in metadata.ancestors(current)[:retain_last]}
+    keep = {s.snapshot_id for s in itertools.islice(metadata.iter_ancestors(current), retain_last)}
     if current is not None:
         keep.add(current)
     return frozenset(s.snapshot_id for s in metadata.snapshots
@@ -156,8 +159,8 @@ def expire_snapshots(table: Table, *, older_than: timedelta | datetime | None = 
                             snapshot_ids=ids, table=table.name)
     removed = [s for s in base.snapshots if s.snapshot_id in chosen]
     if dry_run:
-        planned = replace(base, snapshots=tuple(s for s in base.snapshots if s.snapshot_id not in chosen))
-        retained = table_reachability(table.io, planned, base_location)
+        retained = table_reachability(table.io, base, base_location,
+                                      snapshots=[s for s in base.snapshots if s.snapshot_id not in chosen])
         return _clean_up(table, removed, retained, dry_run=True)
     if chosen:
         checkpoint("expire-before-commit")

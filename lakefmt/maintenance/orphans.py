@@ -24,10 +24,12 @@ is listed is skipped (it is gone, not unlisted), and a manifest list or manifest
 M1 names but an expiry committed after M1 has deleted makes the walk start over from
 the newer metadata (:func:`~lakefmt.maintenance.reachability.current_reachability`).
 
-Old metadata files that fell out of the metadata-log (``write.metadata.previous-versions-max``,
-META-7) are unreferenced and can never become current again: they are orphans once
-older than the grace period, whatever lease their writer holds (MAINT-6, MAINT-8), and
-are reported as ``superseded_metadata_files`` so that finding a table's first
+History files (META-13) named by the current metadata file or by a metadata file of its
+metadata-log are referenced; one that none of them names is superseded like an old
+metadata file (META-19). Old metadata files that fell out of the metadata-log
+(``write.metadata.previous-versions-max``, META-7) are unreferenced and can never become
+current again: they are orphans once older than the grace period, whatever lease their
+writer holds (MAINT-6, MAINT-8), and are reported as ``superseded_metadata_files`` so that finding a table's first
 ``metadata.json`` among the orphans of a table with a long history is explained.
 
 Example:
@@ -248,6 +250,7 @@ def _required(reach: Reachability, metadata_location: str) -> Iterator[str]:
     missing is reported by ``check`` but does not make the listing suspect.
     """
     yield relativize(reach.location, metadata_location) or metadata_location
+    yield from reach.current_history_files  # the current metadata's older snapshots (META-13)
     yield from reach.manifest_lists
     yield from reach.manifests
     yield from reach.data_files

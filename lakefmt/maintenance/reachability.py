@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -43,6 +44,7 @@ from lakefmt.errors import CorruptMetadataError, MissingFileError
 from lakefmt.io import FileIO, normalize_location
 from lakefmt.manifest import EntryStatus
 from lakefmt.metadata import Snapshot, TableMetadata
+from lakefmt.snapshot_history import HISTORY_FILE, history_paths
 
 if TYPE_CHECKING:
     from lakefmt.table import Table
@@ -64,6 +66,12 @@ MAX_RESTARTS = 100  # re-reads of the pointer while concurrent expiries keep del
 def metadata_version(path: str) -> int | None:
     """The version of a metadata file named ``metadata/v{version}-….metadata.json`` (LAYOUT-9), else None."""
     match = _METADATA_FILE.match(path)
+    return int(match.group(1)) if match else None
+
+
+def history_version(path: str) -> int | None:
+    """The version in a history file's name ``metadata/history-{version}-….json`` (LAYOUT-13), else None."""
+    match = HISTORY_FILE.match(path)
     return int(match.group(1)) if match else None
 
 
@@ -116,6 +124,8 @@ class Reachability:
     manifest lists and manifests that were already gone from storage when read (only a
     walk that tolerates them, :func:`reachable_only_from`, records any); and
     ``current_version`` the version (LAYOUT-9) of the metadata file it was computed from.
+    ``history_files`` are the history files (META-13) named by the retained metadata files,
+    ``current_history_files`` those the current metadata file names (readers need them).
     """
 
     location: str
@@ -127,16 +137,18 @@ class Reachability:
     missing: frozenset[str] = frozenset()
     current_version: int | None = None
     deletion_vectors: Mapping[str, int] = field(default_factory=dict)
+    history_files: frozenset[str] = frozenset()
+    current_history_files: frozenset[str] = frozenset()
 
     def __contains__(self, path: object) -> bool:
         return isinstance(path, str) and (
             path in self.data_files or path in self.deletion_vectors or path in self.manifests
-            or path in self.manifest_lists or path in self.metadata_files)
+            or path in self.manifest_lists or path in self.metadata_files or path in self.history_files)
 
     @property
     def file_count(self) -> int:
         return (len(self.metadata_files) + len(self.manifest_lists) + len(self.manifests)
-                + len(self.data_files) + len(self.deletion_vectors))
+                + len(self.data_files) + len(self.deletion_vectors) + len(self.history_files))
 
     @property
     def data_bytes(self) -> int:
@@ -150,8 +162,11 @@ class Reachability:
         it was built on (CAT-4), and the pointer has moved past that version.
         """
         version = metadata_version(path)
+        if version is None:  # a history file no retained metadata file names is superseded alike (META-19)
+            version = history_version(path)
         return (version is not None and self.current_version is not None
-                and version <= self.current_version and path not in self.metadata_files)
+                and version <= self.current_version and path not in self.metadata_files
+                and path not in self.history_files)
 
 
 def table_reachability(io: FileIO, metadata: TableMetadata, metadata_location: str, *,
@@ -168,7 +183,44 @@ def table_reachability(io: FileIO, metadata: TableMetadata, metadata_location: s
     chosen = metadata.snapshots if snapshots is None else tuple(snapshots)
     reach = reachable_files(io, location, chosen, metadata_files=metadata_files, skip_missing=skip_missing)
     current = relativize(reach.location, metadata_location)
-    return replace(reach, current_version=None if current is None else metadata_version(current))
+    own = {p for r in metadata.snapshot_history if r.path is not None
+           and (p := relativize(reach.location, r.path)) is not None}
+    history = own | _logged_history(io, reach.location, metadata)
+    return replace(reach, current_version=None if current is None else metadata_version(current),
+                   history_files=frozenset(history), current_history_files=frozenset(own))
+
+
+def _logged_history(io: FileIO, location: str, metadata: TableMetadata) -> set[str]:
+    """The history files named by the metadata files of ``metadata``'s metadata-log (META-19).
+
+    A reader or writer that loaded one of those metadata files may still read its history
+    files, so they stay referenced while the file is in the log. A version 1 table has none
+    (the format version never decreases, FMT-4); a logged metadata file already gone names
+    nothing anyone can load. One that cannot be parsed raises :class:`CorruptMetadataError`:
+    what it names is unknown, so nothing may be treated as unreferenced.
+    """
+    if metadata.format_version < 2 or not metadata.metadata_log:
+        return set()
+
+    def named(entry_path: str) -> list[str]:
+        full = entry_path if "://" in entry_path or entry_path.startswith("/") else f"{location}/{entry_path}"
+        try:
+            data = io.read_bytes(full)
+        except FileNotFoundError:
+            return []
+        if b'"snapshot-history"' not in data:  # inside JSON strings quotes are escaped: no history files
+            return []
+        try:
+            return history_paths(json.loads(data))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise CorruptMetadataError(f"metadata file {full} in the metadata-log is not valid JSON, so the "
+                                       f"history files it names are unknown: {exc}") from exc
+
+    out: set[str] = set()
+    with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(metadata.metadata_log))) as pool:
+        for paths in pool.map(named, [str(e.value) for e in metadata.metadata_log]):
+            out.update(p for path in paths if (p := relativize(location, path)) is not None)
+    return out
 
 
 def current_reachability(table: Table) -> Reachability:

@@ -147,7 +147,7 @@ def table_stats(table: Table) -> TableStats:
     sizes = {f.path: f.size for f in scan.listed}
     reach = scan.reachability
     historical_vectors = [p for p in reach.deletion_vectors if p not in live_vectors]
-    metadata_paths = [*reach.metadata_files, *reach.manifest_lists, *reach.manifests]
+    metadata_paths = [*reach.metadata_files, *reach.history_files, *reach.manifest_lists, *reach.manifests]
     unreferenced = scan.unreferenced
     in_flight = [f for f in unreferenced if scan.is_in_flight(f.path)]
     orphans = [f for f in unreferenced if not scan.is_in_flight(f.path)]

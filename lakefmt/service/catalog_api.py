@@ -14,11 +14,9 @@ Example:
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route functions' annotations at runtime.
-import json
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import timezone
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
@@ -28,8 +26,7 @@ from fastapi.routing import APIRoute
 from starlette.convertors import PathConvertor, register_url_convertor
 
 from lakefmt import __version__
-from lakefmt.catalog import Catalog, CatalogSession
-from lakefmt.catalog_file import utcnow
+from lakefmt.catalog import Catalog, CommitRecord
 from lakefmt.errors import (
     AlreadyCommittedError,
     CatalogLockTimeoutError,
@@ -60,11 +57,13 @@ from lakefmt.service.catalog_models import (
     LeaseHolderAnswer,
     LeaseKeys,
     NamespaceBody,
+    RegisterBody,
     RenameBody,
     RenewBody,
     TableAnswer,
     responses,
 )
+from lakefmt.warehouse_layout import metadata_version
 
 PREFIX = "/catalog/v1"
 SEGMENT = r"^[^/]+$"  # one path segment, percent-encoded by the client
@@ -137,47 +136,12 @@ class CatalogRoute(APIRoute):
         return route
 
 
-# -- the catalog work no Catalog method does in one session ---------------------------------------------
-def table_row(s: CatalogSession, namespace: str, name: str) -> tuple[str, str, int]:
-    """``(table_uuid, metadata_location, version)`` of a table (CAT-3, CAT-17)."""
-    row = s.con.execute("SELECT table_uuid, metadata_location, version FROM tables WHERE namespace = ? AND name = ?",
-                        [namespace, name]).fetchone()
-    if row is None:
-        raise s.no_such_table(namespace, name)
-    return str(row[0]), str(row[1]), int(row[2])
-
-
-def insert_created_table(s: CatalogSession, namespace: str, name: str, table_uuid: str, location: str) -> None:
-    """The catalog half of creating a table whose first metadata file exists (CAT-12): one transaction."""
-    if s.con.execute("SELECT 1 FROM tables WHERE namespace = ? AND name = ?", [namespace, name]).fetchone():
-        raise TableExistsError(f"table {namespace}.{name} already exists")
-    other = s.con.execute("SELECT namespace, name FROM tables WHERE table_uuid = ?", [table_uuid]).fetchone()
-    if other is not None:
-        raise TableExistsError(f"table-uuid {table_uuid} is already registered as {other[0]}.{other[1]}; two "
-                               "names must not share one table (LAYOUT-11)")
-    now = utcnow()
-    s.con.execute("BEGIN TRANSACTION")
-    s.con.execute("INSERT OR IGNORE INTO namespaces VALUES (?, '{}', ?)", [namespace, now])
-    s.con.execute("INSERT INTO tables VALUES (?, ?, ?, ?, 1, ?, ?)", [namespace, name, table_uuid, location, now, now])
-    s.con.execute("INSERT INTO commit_log VALUES (?, ?, ?, 1, NULL, ?, ?, 'create', NULL, '{}')",
-                  [table_uuid, namespace, name, location, now])
-    s.con.execute("COMMIT")
-
-
-def commit_rows(s: CatalogSession, *, table_uuid: str | None = None, namespace: str | None = None,
-                name: str | None = None, new: str | None = None, limit: int | None = None) -> list[CommitRow]:
-    """Commit-log rows, newest first, as :meth:`Catalog.commit_log` orders them (CAT-5, COMMIT-11)."""
-    where = [f"{column} = ?" for column, value in (("table_uuid", table_uuid), ("namespace", namespace),
-                                                    ("name", name), ("new_metadata_location", new)) if value is not None]
-    params: list[Any] = [v for v in (table_uuid, namespace, name, new) if v is not None]
-    rows = s.con.execute(
-        "SELECT namespace, name, version, old_metadata_location, new_metadata_location, committed_at, operation, "
-        f"snapshot_id, summary FROM commit_log {'WHERE ' + ' AND '.join(where) if where else ''} "
-        f"ORDER BY committed_at DESC, version DESC {'LIMIT ?' if limit is not None else ''}",
-        params + ([limit] if limit is not None else [])).fetchall()
-    return [CommitRow(identifier=f"{r[0]}.{r[1]}", version=r[2], old_metadata_location=r[3], new_metadata_location=r[4],
-                      committed_at=r[5].replace(tzinfo=timezone.utc).isoformat(), operation=r[6], snapshot_id=r[7],
-                      summary=json.loads(r[8] or "{}")) for r in rows]
+def commit_row(record: CommitRecord) -> CommitRow:
+    """A commit-log row as CATHTTP-13 answers it: ``committed_at`` in ISO 8601 with its UTC offset."""
+    return CommitRow(identifier=record.identifier, version=record.version,
+                     old_metadata_location=record.old_metadata_location,
+                     new_metadata_location=record.new_metadata_location, committed_at=record.committed_at.isoformat(),
+                     operation=record.operation, snapshot_id=record.snapshot_id, summary=record.summary)
 
 
 def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
@@ -236,14 +200,32 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
         if metadata.table_uuid != body.table_uuid:
             return error(409, ValidationError(f"{location} holds table-uuid {metadata.table_uuid}, not "
                                               f"{body.table_uuid} (CAT-15)"))
-        with catalog.session(checkpoint=True) as s:
-            insert_created_table(s, namespace, name, body.table_uuid, location)
+        with catalog.session(checkpoint=True) as s:  # CAT-22: a created table is checkpointed
+            s.insert_table(namespace, name, body.table_uuid, location)
         return TableAnswer(table_uuid=body.table_uuid, metadata_location=location, version=1)
+
+    @router.post("/namespaces/{namespace}/register", response_model=TableAnswer, responses=responses(409))
+    def register_table(namespace: Name, body: RegisterBody) -> Any:
+        """CATHTTP-16: a table that exists in storage, at one of its metadata files (CAT-20)."""
+        namespace, name = parse_identifier((namespace, body.name))
+        writable(f"register table {namespace}.{name}")
+        location = normalize_location(body.metadata_location)
+        if scheme_of(location) != catalog.io.scheme:
+            return error(409, ValidationError(f"{location} is not on the warehouse's store ({catalog.io.scheme}://); "
+                                              "copy the table under the warehouse first"))
+        version = metadata_version(location)  # LAYOUT-9, as RegisterBody's pattern checked
+        try:
+            table = catalog.register_table((namespace, name), location)
+        except CorruptMetadataError as exc:  # missing or invalid
+            return error(409, exc)
+        except OSError as exc:  # not a file, a name too long, no permission
+            return error(409, CorruptMetadataError(f"cannot read metadata file {location}: {exc}"))
+        return TableAnswer(table_uuid=table.metadata.table_uuid, metadata_location=location, version=version)
 
     @router.get("/namespaces/{namespace}/tables/{name}", response_model=TableAnswer, responses=responses(404))
     def load_table(namespace: Name, name: Name) -> TableAnswer:
         with catalog.session() as s:
-            uuid, location, version = table_row(s, *parse_identifier((namespace, name)))
+            uuid, location, version = s.table_row(*parse_identifier((namespace, name)))
         return TableAnswer(table_uuid=uuid, metadata_location=location, version=version)
 
     @router.delete("/namespaces/{namespace}/tables/{name}", responses=responses(404))
@@ -263,14 +245,14 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
         namespace, name = parse_identifier((namespace, name))
         writable(f"commit to {namespace}.{name}")
         with catalog.session() as s:
-            uuid, current, version = table_row(s, namespace, name)
+            uuid, current, version = s.table_row(namespace, name)
             if body.new == body.expected:  # the body's values are checked once the table is known
                 raise ValidationError(f"a commit must move the pointer: new equals expected ({body.new})")
             if body.snapshot_id is not None and not -(2**63) <= body.snapshot_id < 2**63:
                 raise ValidationError(f"snapshot_id {body.snapshot_id} is not a 64-bit integer (SNAP-2)")
             batch = None if body.writer_batch is None else WriterBatch(**body.writer_batch.model_dump())
             if current != body.expected:  # another commit won, or this one was applied and is retried
-                applied = commit_rows(s, table_uuid=uuid, new=body.new, limit=1)
+                applied = s.commit_records(table_uuid=uuid, new=body.new, limit=1)
                 if applied:
                     return CommitAnswer(committed=True, version=applied[0].version, replayed=True)
                 return not_committed("moved", moved(namespace, name, current), current=current)
@@ -345,9 +327,11 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
                    limit: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
                    new_metadata_location: str | None = None) -> dict[str, list[CommitRow]]:
         with catalog.session() as s:
-            return {"commits": commit_rows(s, namespace=namespace, name=name, new=new_metadata_location,
-                                           limit=limit)}
+            records = s.commit_records(namespace=namespace, name=name, new=new_metadata_location, limit=limit)
+        return {"commits": [commit_row(r) for r in records]}
 
+    from lakefmt.service.catalog_append import add_append_route  # CATHTTP-17; it answers as this module does
+    add_append_route(router, catalog)
     return router
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from lakefmt.service.models import TABLE_PATTERN, ErrorBody
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"  # CAT-2, checked again with lakefmt.names
+METADATA_FILE = r"^(/|[a-z][a-z0-9+.-]*://)[^\x00-\x1f]*/metadata/v[0-9]{6,}-[^/\\\x00-\x1f]+\.metadata\.json$"  # LAYOUT-9
 FIRST_METADATA = r"^(/|[a-z][a-z0-9+.-]*://)[^\x00-\x1f]*/metadata/v0{5,}1-[^/\x00-\x1f]+\.metadata\.json$"  # LAYOUT-9
 
 
@@ -49,6 +50,11 @@ class CreateTableBody(Body):
     name: str = Field(pattern=NAME)
     table_uuid: str = Field(min_length=1, max_length=64)
     metadata_location: str = Field(pattern=FIRST_METADATA, description="absolute; written before the request")
+
+
+class RegisterBody(Body):
+    name: str = Field(pattern=NAME)
+    metadata_location: str = Field(pattern=METADATA_FILE, description="absolute: a metadata file of any version")
 
 
 class RenameBody(Body):

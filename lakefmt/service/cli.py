@@ -54,6 +54,24 @@ def config_path(args: argparse.Namespace) -> str | None:
     return path
 
 
+def refuse_catalog_server(warehouse: str, catalog_path: str | None) -> None:
+    """Refuse a catalog server's URL as the served catalog (CATHTTP-15), before anything is opened.
+
+    The server is the one process that opens its catalog file (CATHTTP-1): its service's job
+    tables live in that file, and a server relaying to another server would answer for a catalog
+    whose sessions it cannot hold.
+    """
+    from lakefmt.catalog_http import is_catalog_url  # the standard library only
+
+    for what, value in (("catalog file", catalog_path), ("warehouse", warehouse)):
+        if is_catalog_url(value):
+            raise CliError(
+                f"lakefmt serve was given the catalog server {value} as its {what}: the server owns a catalog "
+                "file and cannot itself use a catalog server (CATHTTP-15). Run lakefmt serve on the machine "
+                "that holds the catalog file, with --warehouse <warehouse location> and --catalog-path "
+                "<catalog file>; nothing was started or written")
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Run ``lakefmt serve`` until SIGTERM; exit status 0 after a clean stop."""
     try:
@@ -78,6 +96,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
         environ = {**DEMO_ENVIRON, **environ}
     config = load_config(path, environ=environ, **overrides)
+    refuse_catalog_server(config.warehouse, config.catalog_path)
     check_exposure(config)  # before the catalog is opened: a refused start changes nothing
     args.warehouse, args.catalog_path, args.storage_options = config.warehouse, config.catalog_path, dict(
         config.storage_options)

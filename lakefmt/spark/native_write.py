@@ -356,6 +356,8 @@ def _write_through_source(df: Any, table: Table, mode: str) -> None:
     catalog = table.catalog  # a catalog server's URL, or the warehouse of a catalog file
     writer = df.write.format("lakefmt").option("catalog", getattr(catalog, "url", None) or catalog.warehouse)
     writer = writer.mode(mode)
+    if getattr(catalog, "token", None):  # the server's token the catalog was opened with (CATHTTP-2)
+        writer = writer.option("token", catalog.token)
     if getattr(catalog, "catalog_path", None):
         writer = writer.option("catalog-path", catalog.catalog_path)
     if table.io.storage_options:

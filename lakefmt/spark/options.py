@@ -11,7 +11,7 @@ option                 meaning
 ``path`` / ``table``   ``namespace.table`` (``load(...)``/``save(...)`` set ``path``)
 ``catalog``            the warehouse location (alias ``warehouse``), or a catalog server's URL
 ``token``              the catalog server's bearer token (default ``$LAKEFMT_CATALOG_TOKEN``)
-``catalog-path``       the DuckDB catalog file (default ``<warehouse>/catalog.duckdb``)
+``catalog-path``       the DuckDB catalog file (default ``<warehouse>/catalog.duckdb``; not with a server)
 ``storage.<key>``      one fsspec storage option, e.g. ``storage.endpoint_url``
 ``storage-options``    all storage options as one JSON object
 ``snapshot-id``        read this snapshot (time travel)
@@ -22,6 +22,7 @@ option                 meaning
 ``open-cost``          bytes a file counts for when packing partitions (default 4 MiB)
 ``min-partitions``     split small scans into at least this many partitions (default: the driver's cores)
 ``writer-id``          streaming: the stable id of the writer (default: the streaming query id)
+``target-file-size``   writes: roll data files at this many bytes (default ``write.target-file-size-bytes``)
 ``lease-seconds``      lifetime of a job's write-intent lease (default ``write.lease-seconds``)
 ``buffer-size``        bytes a write task buffers before sorting and writing files (default 256 MiB)
 =====================  ======================================================================

@@ -167,3 +167,23 @@ def v1_to_v2(b: TableBuild) -> dict:
     b.read("version 1 snapshot", None, snapshot_id=first)
     b.read("id between 15 and 25", ["and", [">=", "id", 15], ["<=", "id", 25]])
     return finish_reader(b)
+
+
+@case("reader", "r-snapshot-history", "older snapshots in history files: every snapshot, time travel by id and "
+      "timestamp, after an expiry that rewrites one and a rollback into one",
+      "META-13 META-14 META-15 META-16 META-17 META-18 LAYOUT-13 READ-2 MAINT-13")
+def snapshot_history(b: TableBuild) -> dict:
+    rng = rng_for(b.case_id)
+    t = b.create(EVENTS_SCHEMA, format_version=2, properties={"write.metadata.inline-snapshots-max": "4"})
+    ids = []
+    for k in range(10):
+        ids.append(b.append(events(5, rng, first_id=5 * k)))  # from the 5th on, runs of 2 move to history files
+        tick()
+    t.maintenance.expire_snapshots(snapshot_ids=[ids[0]])  # the first history file is rewritten without it
+    t.rollback_to(ids[4])  # a snapshot of a history file becomes current: it and the later ones move back
+    b.model = b.models[ids[4]]
+    tick()
+    b.append(events(5, rng, first_id=100))
+    assert len(t.metadata.snapshot_history) >= 2, t.metadata.snapshot_history
+    b.read("second snapshot, in a history file, filtered", [">=", "id", 3], snapshot_id=ids[1])
+    return finish_reader(b, as_of=True, missing=[ids[0]])

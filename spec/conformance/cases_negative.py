@@ -73,17 +73,22 @@ def finish_negative(b: TableBuild, damage: Damage, error: str, *, deletes: bool 
     base_table(b, deletes=deletes)
     metadata_rel = b.copy_table()
     damage(Kit(b.out, metadata_rel))
+    return refused(b, metadata_rel, error)
+
+
+def refused(b: TableBuild, metadata_rel: str, error: str, snapshot_id: int | None = None) -> dict[str, Any]:
+    """The case.json of a damaged table, after checking that lakefmt refuses to read it with ``error``."""
     adapter = LakefmtAdapter()
     copy = b.tmp / "relocated"  # a fresh path: nothing of it is in lakefmt's in-process caches
     shutil.copytree(b.out / "table", copy / "table")
     try:
-        adapter.scan(adapter.open_table(str(copy / metadata_rel)))
+        adapter.scan(adapter.open_table(str(copy / metadata_rel)), snapshot_id=snapshot_id)
     except Exception as exc:  # noqa: BLE001 - lakefmt must refuse, with the named error
         if error not in [c.__name__ for c in type(exc).__mro__]:
             GAPS.append(f"{b.case_id}: lakefmt refuses with {type(exc).__name__}, the spec names {error}")
     else:
         GAPS.append(f"{b.case_id}: lakefmt reads the damaged table instead of failing with {error}")
-    return {"metadata": metadata_rel, "read": {"snapshot-id": None}, "error": error}
+    return {"metadata": metadata_rel, "read": {"snapshot-id": snapshot_id}, "error": error}
 
 
 def rewrite_parquet(path: Path, change: Callable[[pa.Table], pa.Table]) -> None:
@@ -229,3 +234,18 @@ def _dv_range(kit: Kit) -> None:
     path, f = kit.vector_file()
     rewrite_blob(path, f.deletion_vector.offset, f.deletion_vector.length,
                  lambda blob: struct.pack_into("<Q", blob, 24, f.record_count + 5))
+
+
+@case("negative", "n-history-file-cut", "a history file cut short: reading a snapshot it holds fails",
+      "META-15 META-18")
+def _history_file_cut(b: TableBuild) -> dict[str, Any]:
+    rng = rng_for(b.case_id)
+    b.create(EVENTS_SCHEMA, format_version=2, properties={"write.metadata.inline-snapshots-max": "2"})
+    first = b.append(events(10, rng))
+    for k in range(1, 4):  # from the third append on, the oldest snapshot moves to a history file
+        b.append(events(10, rng, first_id=10 * k))
+    metadata_rel = b.copy_table()
+    holder = min((b.out / "table" / "metadata").glob("history-*.json"))  # the oldest: it holds `first`
+    assert str(first) in holder.read_text()
+    holder.write_text(holder.read_text()[:60])
+    return refused(b, metadata_rel, "CorruptMetadataError", snapshot_id=first)

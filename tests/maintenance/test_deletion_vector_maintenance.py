@@ -17,6 +17,7 @@ from lakefmt.cli import main
 from lakefmt.manifest_io import read_manifest, read_manifest_list, write_manifest, write_manifest_list
 from tests.conftest import rows
 from tests.maintenance.helpers import (
+    SCHEMA,
     all_files,
     batch,
     end_write_leases_of,
@@ -65,7 +66,7 @@ def three_files(local_catalog):
 def test_reachability_counts_each_vector_file_once_across_v1_and_v2_manifests(local_catalog):
     """ROWDEL-13: the reachable files include the vector file of every live entry, read from version 1
     and version 2 manifests alike; each vector file is counted once."""
-    t = make_table(local_catalog)
+    t = local_catalog.create_table("maint.t", SCHEMA, partition_by=["part"], format_version=1)
     t.append(batch(0, 30))                    # a version 1 manifest, kept as it is below
     t.append(batch(100, 6, parts="d"))
     assert t.metadata.format_version == 1

@@ -18,6 +18,7 @@ from lakefmt.errors import NoSuchSnapshotError, UnknownColumnError, ValidationEr
 from lakefmt.maintenance import table_location
 from lakefmt.maintenance.erase import ErasureRefusedError
 from tests.maintenance.helpers import (
+    SCHEMA,
     all_files,
     batch,
     end_write_leases_of,
@@ -113,7 +114,7 @@ def test_erase_removes_the_bytes_of_a_row_hidden_only_by_a_deletion_vector(local
 
 
 def test_erase_keeps_a_version_1_table_at_version_1(local_catalog):
-    t = make_table(local_catalog)
+    t = local_catalog.create_table("maint.t", SCHEMA, partition_by=["part"], format_version=1)
     t.append(batch(0, 30))
     t.append(batch(30, 30))
     report = t.erase("id < 3")

@@ -54,12 +54,14 @@ def busy_table(catalog: lakefmt.Catalog, name: str = "lay.t") -> lakefmt.Table:
     return t
 
 
-def test_new_tables_are_version_1_and_every_file_states_its_version(local_catalog):
+def test_version_1_tables_and_every_file_states_its_version(local_catalog):
     """FMT-1: metadata states format-version; manifests and manifest lists state it in key-value metadata.
 
     FMT-5: a version 2 implementation reads the table's version 1 snapshots after the upgrade too.
+    FMT-4: new tables are version 2 unless version 1 is asked for.
     """
-    t = local_catalog.create_table("fmt.t", schema=SCHEMA)
+    assert local_catalog.create_table("fmt.default", schema=SCHEMA).metadata.format_version == 2
+    t = local_catalog.create_table("fmt.t", schema=SCHEMA, format_version=1)
     s1 = t.append(batch(0, 10))
     assert metadata_json(t)["format-version"] == 1
     (m,) = manifest_list(t)
@@ -97,7 +99,7 @@ def test_new_optional_keys_do_not_need_a_new_format_version(local_catalog):
     t = local_catalog.create_table("fmt.t", schema=SCHEMA, properties={"vendor.some-new-setting": "on"})
     snap = t.append(batch(0, 10), summary={"lakefmt.ingest-host": "gs-7"})
     again = local_catalog.load_table("fmt.t")
-    assert metadata_json(again)["format-version"] == 1
+    assert metadata_json(again)["format-version"] == 2  # as created (META-11)
     assert again.properties["vendor.some-new-setting"] == "on"
     assert snapshot_json(again, snap.snapshot_id)["summary"]["lakefmt.ingest-host"] == "gs-7"
     assert rows(again.scan().to_arrow()) == rows(batch(0, 10))

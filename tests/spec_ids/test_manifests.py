@@ -77,7 +77,8 @@ def test_manifest_key_value_metadata(local_catalog):
     for m in manifest_list(t):
         kv = key_values(t, m["manifest_path"])
         assert {"lakefmt.format-version", "lakefmt.spec-id", "lakefmt.partition-spec", "lakefmt.schema"} <= set(kv)
-        assert kv["lakefmt.format-version"] == "1" and kv["lakefmt.spec-id"] == str(m["partition_spec_id"]) == "0"
+        assert kv["lakefmt.format-version"] == str(meta["format-version"]) == "2"  # the table's (META-11)
+        assert kv["lakefmt.spec-id"] == str(m["partition_spec_id"]) == "0"
         assert json.loads(kv["lakefmt.partition-spec"]) == meta["partition-specs"][0]
         written_with.append(json.loads(kv["lakefmt.schema"]))
     assert sorted(written_with, key=lambda s: s["schema-id"]) == [schemas[0], schemas[1]]
@@ -216,7 +217,7 @@ def test_kept_manifests_are_copied_as_they_are(local_catalog):
 
 def test_manifest_list_key_value_metadata(local_catalog):
     """ML-7: lakefmt.format-version is the table's version when the list was written; optional keys match."""
-    t = local_catalog.create_table("man.t", schema=SCHEMA)
+    t = local_catalog.create_table("man.t", schema=SCHEMA, format_version=1)  # upgraded by its first vector
     s1 = t.append(batch(0, 5))
     t.delete("id = 0")
     s3 = t.append(batch(5, 5))

@@ -160,13 +160,13 @@ def test_files_of_a_sorted_table_are_sorted_and_say_so(local_catalog):
 
 
 def test_a_new_tables_metadata(local_catalog):
-    """META-11 (with SCHEMA-9, PART-11): version 1 file, format-version 1, no snapshots, one schema numbered
+    """META-11 (with SCHEMA-9, PART-11): version 1 file, format-version 2, no snapshots, one schema numbered
     1..n with id 0, spec 0, last-partition-id max(999, ids), sort order 0 (and 1 if sorted), empty logs."""
     t = local_catalog.create_table("meta.new", schema=DOWNLINKS_SCHEMA, partition_by=["day(ts)", "mission_id"],
                                    sort_by=["payload_id"])
     assert "/metadata/v000001-" in t.metadata_location
     meta = metadata_json(t)
-    assert meta["format-version"] == 1 and meta["last-sequence-number"] == 0
+    assert meta["format-version"] == 2 and meta["last-sequence-number"] == 0 and "snapshot-history" not in meta
     assert meta["current-snapshot-id"] is None
     assert meta["snapshots"] == meta["snapshot-log"] == meta["metadata-log"] == []
     (schema,) = meta["schemas"]

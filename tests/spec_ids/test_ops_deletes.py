@@ -71,7 +71,9 @@ def test_version_1_tables_are_read_and_upgraded_by_their_first_vector(local_cata
     """DV-1: a version 1 table (no column 14 in its manifests) is read by this version 2 implementation;
     the first delete that writes a vector makes it a version 2 table in that commit; a format
     version the reader does not implement is refused with CorruptMetadataError naming it."""
-    t = make_table(local_catalog)
+    t = local_catalog.create_table("ops.t", SCHEMA, partition_by=["part"], format_version=1,
+                                   properties={"commit.manifest.min-count-to-merge": "100"})
+    t.append(batch(range(30)))
     assert t.metadata.format_version == 1
     [manifest] = read_manifest_list(t.io, f"{t.location}/{t.current_snapshot().manifest_list}")
     assert "deletion_vector" not in pq.read_schema(f"{t.location}/{manifest.path}").names

@@ -1,0 +1,279 @@
+"""Reading only the data pages of a Parquet column chunk that hold wanted rows (READ-15).
+
+pyarrow decodes whole column chunks. A selective read that keeps a few rows of a 131,072-row
+row group would decompress every page of a wide column to keep those few values: for a
+200-byte string column, 26 MB decoded per row group for one row. Here the reader walks the
+chunk's page headers (Thrift compact protocol: a header is tens of bytes in front of a page
+of up to about a megabyte) and hands pyarrow a *sparse copy* of the file: the pages that hold
+a wanted row are copied as they are, and every other data page is replaced, in the same
+bytes, by a header of an uncompressed page of as many rows, all null. pyarrow decodes the
+real pages and fills the rest with nulls without reading them; the caller then takes only the
+wanted rows, which all come from real pages. The copy lives in one buffer of the file's size
+whose untouched parts are never written (a fresh large allocation is not backed by memory
+until written), so it costs the pages copied and a few bytes per skipped page.
+
+Only flat nullable columns (definition level 1, no repetition) are treated so: a stand-in
+page of nulls needs a column that may hold nulls, and a flat column has one value per row, so
+a page's ``num_values`` is its row count. Everything else, and any header this module does not
+understand, is copied whole: the result is then what reading the whole chunk gives.
+
+Example:
+    >>> buf = sparse_copy(source, footer, groups=[3], columns=[5], rows={3: [17, 90_000]})
+    >>> pq.ParquetFile(pa.BufferReader(buf), metadata=footer, pre_buffer=False).read_row_groups([3])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+PAGE_BYTES = 1 << 20  # pyarrow's default data page size: the page count of a chunk is estimated with it
+_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
+_PROBE = 1024  # bytes read for a page header; more when its statistics are longer
+_MAX_HEADER = 1 << 20
+# Readers of files from parquet-mr before 1.2.9 read up to 100 bytes past a chunk's recorded
+# size (PARQUET-816); those bytes are copied too, so the copy reads as the file would.
+_TAIL = 100
+# PageHeader fields read: type (1), compressed_page_size (3), data_page_header.num_values (5.1),
+# data_page_header_v2.num_rows (8.3).
+_WANTED: dict[int, Any] = {1: None, 3: None, 5: {1: None}, 8: {3: None}}
+
+
+class _Truncated(Exception):
+    """The header runs past the bytes read so far."""
+
+
+def worth_walking(chunk: pq.ColumnChunkMetaData, wanted_rows: int) -> bool:
+    """Whether skipping pages can pay: a chunk of at least two pages (estimated from its decoded
+    size) holding fewer wanted rows than pages. A header costs tens of microseconds to read; a
+    page, about a millisecond to decompress and decode."""
+    pages = -(-chunk.total_uncompressed_size // PAGE_BYTES)
+    return pages >= 2 and wanted_rows < pages
+
+
+def skippable_columns(footer: pq.FileMetaData) -> set[int]:
+    """Leaf column indices whose pages may be replaced by pages of nulls: flat, nullable."""
+    schema = footer.schema
+    return {i for i in range(footer.num_columns)
+            if schema.column(i).max_definition_level == 1 and schema.column(i).max_repetition_level == 0}
+
+
+def sparse_copy(source: Any, footer: pq.FileMetaData, size: int, groups: Sequence[int], columns: Sequence[int],
+                rows: Mapping[int, Sequence[int]], walk: set[tuple[int, int]]) -> pa.Buffer:
+    """A buffer of ``size`` bytes holding, for each row group of ``groups`` and leaf column of
+    ``columns``, the column chunk as stored, except that in the chunks ``(group, column)`` of
+    ``walk`` the data pages holding none of ``rows[group]`` (row numbers within the group,
+    ascending) are pages of nulls. ``source`` is the file (a pyarrow ``NativeFile``)."""
+    out = pa.allocate_buffer(size)
+    view = memoryview(out).cast("B")
+    copy: list[tuple[int, int]] = []
+    stand_ins: list[tuple[int, bytes]] = []
+    for g in groups:
+        row_group = footer.row_group(g)
+        for c in columns:
+            chunk = row_group.column(c)
+            start = chunk.data_page_offset
+            if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+                start = chunk.dictionary_page_offset
+            end = start + chunk.total_compressed_size
+            pages = _pages(source, start, end, row_group.num_rows) if (g, c) in walk else None
+            if pages is None:
+                copy.append((start, end))
+            else:
+                copy += _stand_ins(pages, rows[g], stand_ins)
+            copy.append((end, min(end + _TAIL, size)))
+    for a, b in copy:
+        if b > a:
+            source.seek(a)
+            if source.readinto(view[a:b]) != b - a:
+                raise OSError(f"short read at byte {a} of a {size}-byte file")
+    # Last: a chunk's tail (see _TAIL) may overlap the first page of the next chunk.
+    for offset, page in stand_ins:
+        view[offset:offset + len(page)] = page
+    return out
+
+
+def _stand_ins(pages: list[tuple[int, int, int, int]], wanted: Sequence[int], stand_ins: list[tuple[int, bytes]]
+               ) -> list[tuple[int, int]]:
+    """A page of nulls (added to ``stand_ins``) for each data page holding no wanted row; the byte
+    ranges of the other pages, to copy."""
+    copy: list[tuple[int, int]] = []
+    first = 0
+    i = 0
+    for offset, length, kind, count in pages:
+        stand_in = None
+        if kind != _DICTIONARY_PAGE:
+            while i < len(wanted) and wanted[i] < first:
+                i += 1
+            if not (i < len(wanted) and wanted[i] < first + count):
+                stand_in = _null_page(count, length)
+            first += count
+        if stand_in is None:
+            if copy and copy[-1][1] == offset:
+                copy[-1] = (copy[-1][0], offset + length)
+            else:
+                copy.append((offset, offset + length))
+        else:
+            stand_ins.append((offset, stand_in))
+    return copy
+
+
+def _pages(source: Any, start: int, end: int, rows: int) -> list[tuple[int, int, int, int]] | None:
+    """``(offset, bytes, page type, rows)`` of each page of the chunk at ``start:end``; None when a
+    header is not understood or the data pages do not add up to the row group's ``rows``."""
+    pages = []
+    pos = start
+    total = 0
+    while pos < end:
+        probe = _PROBE
+        while True:
+            data = source.read_at(min(probe, end - pos), pos)
+            try:
+                header, used = _struct(data, 0, _WANTED)
+                if used > len(data):
+                    raise _Truncated
+                break
+            except _Truncated:
+                if probe >= min(_MAX_HEADER, end - pos):
+                    return None
+                probe *= 8
+            except (IndexError, ValueError, RecursionError):
+                return None
+        kind, body = header.get(1), header.get(3)
+        if kind == _DATA_PAGE:
+            count = header.get(5, {}).get(1)
+        elif kind == _DATA_PAGE_V2:
+            count = header.get(8, {}).get(3)
+        elif kind == _DICTIONARY_PAGE:
+            count = 0
+        else:
+            return None
+        if body is None or count is None or body < 0 or count < 0:
+            return None
+        pages.append((pos, used + body, kind, count))
+        total += count
+        pos += used + body
+    return pages if pos == end and total == rows else None
+
+
+# -- Thrift compact protocol -----------------------------------------------------------------------
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= len(buf):
+            raise _Truncated
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _struct(buf: bytes, pos: int, wanted: Mapping[int, Any] | None) -> tuple[dict[int, Any], int]:
+    """The integer fields named in ``wanted`` of the struct at ``pos`` (nested: ``wanted[id]``
+    names the fields of a struct field), and the position after the struct."""
+    values: dict[int, Any] = {}
+    last = 0
+    while True:
+        if pos >= len(buf):
+            raise _Truncated
+        head = buf[pos]
+        pos += 1
+        if head == 0:
+            return values, pos
+        kind = head & 0x0F
+        if head >> 4:
+            field = last + (head >> 4)
+        else:
+            raw, pos = _varint(buf, pos)
+            field = (raw >> 1) ^ -(raw & 1)
+        last = field
+        if wanted is not None and field in wanted:
+            if kind in (5, 6):
+                raw, pos = _varint(buf, pos)
+                values[field] = (raw >> 1) ^ -(raw & 1)
+                continue
+            if kind == 12:
+                values[field], pos = _struct(buf, pos, wanted[field])
+                continue
+        pos = _skip(buf, pos, kind)
+
+
+def _skip(buf: bytes, pos: int, kind: int) -> int:
+    if kind in (1, 2):  # a boolean field's value is its type
+        return pos
+    if kind == 3:
+        return pos + 1
+    if kind in (4, 5, 6):
+        return _varint(buf, pos)[1]
+    if kind == 7:
+        return pos + 8
+    if kind == 8:
+        n, pos = _varint(buf, pos)
+        return pos + n
+    if kind in (9, 10):
+        if pos >= len(buf):
+            raise _Truncated
+        head = buf[pos]
+        pos += 1
+        size, element = head >> 4, head & 0x0F
+        if size == 15:
+            size, pos = _varint(buf, pos)
+        for _ in range(size):
+            pos = _skip_element(buf, pos, element)
+            if pos > len(buf):
+                raise _Truncated
+        return pos
+    if kind == 11:
+        size, pos = _varint(buf, pos)
+        if size:
+            if pos >= len(buf):
+                raise _Truncated
+            kinds = buf[pos]
+            pos += 1
+            for _ in range(size):
+                pos = _skip_element(buf, _skip_element(buf, pos, kinds >> 4), kinds & 0x0F)
+                if pos > len(buf):
+                    raise _Truncated
+        return pos
+    if kind == 12:
+        return _struct(buf, pos, None)[1]
+    raise ValueError(f"unknown Thrift compact type {kind}")
+
+
+def _skip_element(buf: bytes, pos: int, kind: int) -> int:
+    return pos + 1 if kind in (1, 2) else _skip(buf, pos, kind)  # a boolean element takes a byte
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _i32(delta: int, value: int) -> bytes:
+    return bytes([(delta << 4) | 5]) + _uvarint((value << 1) ^ (value >> 31))
+
+
+def _null_page(rows: int, slot: int) -> bytes | None:
+    """Header and levels of an uncompressed DATA_PAGE_V2 of ``rows`` nulls that fills ``slot`` bytes
+    (the page's values, none, are followed by padding never read); None when it does not fit."""
+    levels = _uvarint(rows << 1) + b"\x00"  # one RLE run of ``rows`` definition levels 0 (bit width 1)
+    v2 = (_i32(1, rows) + _i32(1, rows) + _i32(1, rows) + _i32(1, 0) + _i32(1, len(levels)) + _i32(1, 0)
+          + bytes([(1 << 4) | 2]) + b"\x00")  # num_values, num_nulls, num_rows, PLAIN, level lengths, not compressed
+    body = slot
+    for _ in range(3):
+        header = _i32(1, _DATA_PAGE_V2) + _i32(1, body) + _i32(1, body) + bytes([(5 << 4) | 12]) + v2 + b"\x00"
+        body = slot - len(header)
+    header = _i32(1, _DATA_PAGE_V2) + _i32(1, body) + _i32(1, body) + bytes([(5 << 4) | 12]) + v2 + b"\x00"
+    if body < len(levels) or len(header) + body != slot:
+        return None
+    return header + levels
