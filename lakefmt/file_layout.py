@@ -161,7 +161,12 @@ def data_file_field_ids(parquet: pq.ParquetFile, location: str, expected_rows: i
             same one, or the footer's row count differs from ``expected_rows`` (the
             manifest's ``record_count``, WRITE-6).
     """
-    layout = Layout(parquet.schema_arrow, parquet.metadata)
+    return checked(Layout(parquet.schema_arrow, parquet.metadata), parquet, location, expected_rows).names
+
+
+def checked(layout: Layout, parquet: pq.ParquetFile, location: str, expected_rows: int | None) -> Layout:
+    """``layout`` of the file at ``location`` after the checks of READ-12 and WRITE-1 (see
+    :func:`data_file_field_ids`); raises :class:`CorruptDataFileError` naming the file."""
     if layout.problem is not None:
         raise CorruptDataFileError(f"data file {location} {layout.problem}")
     rows = parquet.metadata.num_rows
@@ -169,7 +174,7 @@ def data_file_field_ids(parquet: pq.ParquetFile, location: str, expected_rows: i
         raise CorruptDataFileError(f"data file {location} holds {rows} rows but its manifest entry records "
                                    f"{expected_rows} (READ-12); the file was replaced or truncated, restore "
                                    "the file the table wrote")
-    return layout.names
+    return layout
 
 
 def matching_row_groups(parquet: pq.ParquetFile, table_schema: Schema, row_filter: BoundExpression,

@@ -32,6 +32,7 @@ from lakefmt.evaluators import MetricsEvaluator, Residuals, matching_positions, 
 from lakefmt.expressions import AlwaysFalse, AlwaysTrue, BoundExpression, Expression, referenced_field_ids
 from lakefmt.file_layout import (  # re-exported: callers import them from here
     Layout,
+    checked,
     data_file_field_ids,
     matching_row_groups,
     plain_arrow_schema,
@@ -223,14 +224,7 @@ class FileReader:
         else:
             layout = Layout(arrow_schema, parquet.metadata)
             self._layouts.append(layout)
-        if layout.problem is not None:
-            raise CorruptDataFileError(f"data file {location} {layout.problem}")
-        rows = parquet.metadata.num_rows
-        if expected_rows is not None and rows != expected_rows:
-            raise CorruptDataFileError(f"data file {location} holds {rows} rows but its manifest entry records "
-                                       f"{expected_rows} (READ-12); the file was replaced or truncated, restore "
-                                       "the file the table wrote")
-        return layout
+        return checked(layout, parquet, location, expected_rows)
 
     def _filter_columns(self, row_filter: Expression) -> _FilterColumns:
         """Per remainder (one object per combination of verdicts, see ``Residuals``), its columns."""
