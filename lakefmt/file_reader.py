@@ -303,7 +303,7 @@ class FileReader:
                 groups: list[int], hits: dict[int, tuple[pa.Array, int, int, int]]) -> pq.ParquetFile | None:
         """A reader of a copy of the file in which the pages of ``fields``' columns holding no wanted row
         read as nulls (READ-15); None when no column chunk is worth it (or the file is not local)."""
-        if not self.local or not layout.flat or not hasattr(source, "readinto"):
+        if not parquet_pages.ENABLED or not self.local or not layout.flat or not hasattr(source, "readinto"):
             return None
         plan = layout.plan(fields, False, None)
         leaves = [layout.leaf[name] for name in plan.columns]

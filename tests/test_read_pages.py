@@ -218,3 +218,11 @@ def test_matching_positions_equal_the_row_mask(expr):
     names = {f.id: f.name for f in schema.fields}.get
     want = pc.indices_nonzero(row_mask(bound, data, names)).to_pylist()
     assert matching_positions(bound, data, names).to_pylist() == want
+
+
+def test_without_page_skipping_reads_whole_chunks(wide, replaced, monkeypatch):
+    # spec: READ-15 (a MAY: a pyarrow this module is not tested on reads whole column chunks)
+    monkeypatch.setattr(parquet_pages, "ENABLED", False)
+    columns = ["id", "payload", "x"]
+    assert got(wide, "id = 12345", columns) == expected(rows(), lambda r: r["id"] == 12345, columns)
+    assert replaced[0] == 0
