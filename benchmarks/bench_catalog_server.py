@@ -26,6 +26,7 @@ Results: benchmarks/results/catalog-server-<UTC time>.json
 from __future__ import annotations
 
 import argparse
+import collections
 import multiprocessing
 import os
 import shutil
@@ -59,13 +60,35 @@ def worker(spec: dict[str, Any], proc: int, barrier: Any, results: Any) -> None:
             lakefmt.Catalog(spec["target"])
         t = catalog.load_table("bench.commits")
         t.write_token()  # take the write lease before the clock starts
+        requests = count_requests(catalog)
         barrier.wait(timeout=300)
         start = time.perf_counter()
         for b in batches:
             t.append(b)
-        results.put(("ok", proc, {"start": start, "end": time.perf_counter()}))
+        results.put(("ok", proc, {"start": start, "end": time.perf_counter(), "requests": dict(requests)}))
     except BaseException:  # noqa: BLE001 - reported to the parent
         results.put(("error", proc, traceback.format_exc()))
+
+
+def count_requests(catalog: Any) -> collections.Counter[str]:
+    """Count a client's requests by kind (``commit``, ``commit-refused``, ``turn``, ``GET`` ...), to explain a
+    run's throughput; an empty counter for a local catalog."""
+    counts: collections.Counter[str] = collections.Counter()
+    http = getattr(catalog, "_http", None)
+    if http is None:
+        return counts
+    send = http.send
+
+    def counted(method: str, path: str, body: Any = None) -> tuple[int, Any, bool]:
+        answer = send(method, path, body)
+        kind = path.rsplit("/", 1)[-1] if method == "POST" else method
+        counts[kind + ("-refused" if answer[0] == 409 else "")] += 1
+        if kind == "commit" and isinstance(answer[1], dict) and answer[1].get("turn"):
+            counts["turn-given"] += 1
+        return answer
+
+    http.send = counted
+    return counts
 
 
 class Server:
@@ -126,10 +149,15 @@ def run(kind: str, processes: int, commits: int, rows: int, root: Path, label: s
     t = lakefmt.Catalog(warehouse).load_table("bench.commits")
     assert len(t.snapshots()) == total and t.scan().count() == total * rows  # every commit landed, once
     shutil.rmtree(warehouse, ignore_errors=True)
-    print(f"{kind:6s} x {processes}: {total} commits in {wall:.1f}s = {total / wall:.1f} commits/s (load {load})",
-          flush=True)
+    requests: collections.Counter[str] = collections.Counter()
+    for r in reports:
+        requests.update(r[2]["requests"])
+    per_commit = ", ".join(f"{k} {v / total:.2f}" for k, v in sorted(requests.items()))
+    print(f"{kind:6s} x {processes}: {total} commits in {wall:.1f}s = {total / wall:.1f} commits/s (load {load})"
+          + (f"; requests per commit: {per_commit}" if per_commit else ""), flush=True)
     return {"kind": kind, "processes": processes, "total_commits": total, "wall_s": wall,
-            "commits_per_s": total / wall, "load_average": load}
+            "commits_per_s": total / wall, "load_average": load, "requests_per_commit":
+            {k: v / total for k, v in sorted(requests.items())}}
 
 
 def report(runs: list[dict[str, Any]], process_counts: list[int]) -> tuple[str, dict[str, Any]]:

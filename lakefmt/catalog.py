@@ -265,6 +265,12 @@ class Catalog:
         finally:
             self._thread_lock.release()
 
+    def holds_commit_turn(self, namespace: str, name: str) -> bool:
+        """Whether this thread's next swap of the table is surely not raced, so that a refused commit is
+        rebuilt and sent at once, without the wait of COMMIT-13. A local writer rebuilds under the lock,
+        within one session (COMMIT-7), so never; a served catalog's client may hold a turn (CATHTTP-22)."""
+        return False
+
     def _instance(self) -> duckdb.DuckDBPyConnection:
         """This process's in-memory DuckDB instance (a forked child starts its own).
 

@@ -22,10 +22,9 @@ file of the warehouse (CATHTTP-16). What only a process holding the catalog file
 raises :class:`ValidationError`; ``checkpoint`` is a no-op, as the server checkpoints its
 own file (CAT-22).
 
-With ``server_appends=True``, a plain append whose swap lost the race is handed to the
-server, which commits it on its current base under its catalog lock, as a local writer
-rebuilds under the lock (CATHTTP-17, :mod:`lakefmt.server_append`); otherwise, and for
-other commits, it is rebuilt here and sent again.
+A commit whose swap lost the race is rebuilt here and sent again. The refusal gives this
+client the table's commit turn (CATHTTP-22), so the server swaps no other client's commit
+to the table first, as a local writer rebuilds under the catalog lock (COMMIT-7).
 
 Example:
     >>> cat = lakefmt.Catalog("http://catalog.internal:8765", token=os.environ["TOKEN"],
@@ -56,14 +55,15 @@ from lakefmt.catalog_http import (
     TOKEN_ENV,
     CatalogServerError,
     CatalogUnauthorizedError,
+    HeldTurns,
     HttpClient,
     is_catalog_url,
 )
 from lakefmt.errors import CommitStateUnknownError, LakefmtError, ReadOnlyCatalogError, ValidationError
-from lakefmt.idempotency import WriterBatch
 from lakefmt.io import FileIO, join, normalize_location
 from lakefmt.metadata import FORMAT_VERSION, FORMAT_VERSIONS, read_metadata
 from lakefmt.names import parse_identifier, validate_name
+from lakefmt.remote_session import RemoteSession, _q
 from lakefmt.table_creation import new_table_metadata
 from lakefmt.warehouse_layout import metadata_version
 
@@ -79,10 +79,6 @@ REFUSED_POINTER_SECONDS = 0.05
 """For this long after a refused swap, a session's read of the pointer answers the one the refusal named."""
 
 
-def _q(part: str) -> str:
-    return urllib.parse.quote(part, safe="")
-
-
 class RemoteCatalog(Catalog):
     """A catalog served by ``lakefmt serve`` at ``url`` (see the module documentation).
 
@@ -93,10 +89,6 @@ class RemoteCatalog(Catalog):
         timeout: seconds to wait for one answer.
         retry_seconds: how long a request that got no answer is sent again (a server restart).
         read_only: refuse every write before anything is written.
-        server_appends: hand a plain append whose swap lost the race to the server, which commits it
-            under its catalog lock (CATHTTP-17), instead of rebuilding it here and sending it again.
-            Off by default: it moves the rebuild's work into the one server process (measured slower
-            with 4 writers on 2 cores).
         catalog_path, create, lock_timeout: belong to the server's catalog file: ``catalog_path``
             must be None, ``create`` and ``lock_timeout`` are ignored.
     """
@@ -104,7 +96,7 @@ class RemoteCatalog(Catalog):
     def __init__(self, warehouse: str, *, catalog_path: str | None = None,
                  storage_options: dict[str, Any] | None = None, lock_timeout: float = 30.0,
                  create: bool = False, read_only: bool = False, token: str | None = None,
-                 timeout: float = 60.0, retry_seconds: float = 30.0, server_appends: bool = False) -> None:
+                 timeout: float = 60.0, retry_seconds: float = 30.0) -> None:
         if catalog_path is not None:
             raise errors.InvalidCatalogPathError(
                 f"catalog_path={catalog_path!r} cannot be combined with the catalog server {warehouse}: the "
@@ -119,7 +111,7 @@ class RemoteCatalog(Catalog):
         self._http = HttpClient(self.url, token, timeout=float(timeout), retry_seconds=self.retry_seconds)
         self._own_leases: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._pointers: dict[tuple[str, str], tuple[str, float]] = {}  # -> (location, until when it answers)
-        self._server_appends = bool(server_appends)  # off again once the server turns out not to apply them
+        self._turns = HeldTurns()  # CATHTTP-22
         self._memory_lock = threading.Lock()
         config = self._json("GET", "/config")
         self.server = str(config.get("server", ""))
@@ -183,8 +175,23 @@ class RemoteCatalog(Catalog):
     # -- the catalog's own operations ---------------------------------------------
     @contextlib.contextmanager
     def session(self, *, checkpoint: bool = False) -> Iterator[RemoteSession]:  # type: ignore[override]
-        """A :class:`RemoteSession`: each call is one request; no lock is held between calls."""
-        yield RemoteSession(self)
+        """A :class:`RemoteSession`: each call is one request; no lock is held between calls.
+
+        A commit turn this thread held when the session began and did not send is given back
+        at its end (CATHTTP-23): the commit it was for did not reach its swap.
+        """
+        before = self._turns.held()
+        try:
+            yield RemoteSession(self)
+        finally:
+            for (namespace, name), ticket in self._turns.unused_since(before):
+                with contextlib.suppress(LakefmtError):  # unanswered: the turn lapses on its own
+                    self._call("POST", f"/namespaces/{_q(namespace)}/tables/{_q(name)}/turn/release",
+                               {"turn": ticket}, retry=False)
+
+    def holds_commit_turn(self, namespace: str, name: str) -> bool:
+        """Whether this thread holds the table's commit turn, given with a refusal (CATHTTP-22)."""
+        return self._turns.holds((namespace, name))
 
     def create_namespace(self, namespace: str, properties: dict[str, str] | None = None) -> None:
         validate_name(namespace, "namespace")
@@ -337,6 +344,7 @@ class RemoteCatalog(Catalog):
         again and raises the matching error, deleting the attempt's files.
         """
         path = f"/namespaces/{_q(namespace)}/tables/{_q(name)}/commit"
+        body = {**body, "turn": self._turns.take((namespace, name)), "want_turn": True}  # CATHTTP-22
         started = time.monotonic()
         try:  # a 500 may have been raised after the transaction committed: unknown, so sent again
             status, payload, uncertain = self._call("POST", path, body, retry_status=(500,))
@@ -347,7 +355,11 @@ class RemoteCatalog(Catalog):
             return True
         if status == 409:
             if isinstance(payload, dict) and payload.get("current"):
-                self._told(namespace, name, str(payload["current"]), time.monotonic() + REFUSED_POINTER_SECONDS)
+                until = time.monotonic() + REFUSED_POINTER_SECONDS
+                if payload.get("turn"):  # no other commit is swapped before this client's next one
+                    until = self._turns.given((namespace, name), str(payload["turn"]),
+                                              float(payload.get("turn_seconds") or 0))
+                self._told(namespace, name, str(payload["current"]), until)
             if isinstance(payload, dict) and payload.get("reason") == "write-lease-lost":
                 self._forget_lease("write", body.get("lease_token"))  # the next session asks the server
             # The server answers a resend of an applied commit "committed"; checked here as well (COMMIT-11).
@@ -377,35 +389,6 @@ class RemoteCatalog(Catalog):
             f"the commit of {namespace}.{name} to {body['new']} got no answer from the catalog server {self.url} "
             f"({problem}); whether it was applied is unknown, so its files are kept (COMMIT-11). Check "
             "the table's history once the server is back")
-
-    def _server_append(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """Ask the server to commit a refused append on its current base (CATHTTP-17); the answer if committed.
-
-        Sent again after a lost answer: the server applies it once (CATHTTP-19). None from a server
-        without the endpoint (the caller rebuilds the append itself); a refusal raises its error
-        class (CATHTTP-3); no answer at all raises :class:`CommitStateUnknownError`.
-        """
-        if not self._server_appends:
-            return None
-        path = f"/namespaces/{_q(namespace)}/tables/{_q(name)}/append"
-        started = time.monotonic()
-        try:
-            status, payload, _ = self._call("POST", path, body, retry_status=(500,))
-        except CatalogServerError as exc:
-            raise CommitStateUnknownError(
-                f"the append to {namespace}.{name} (snapshot {body['snapshot_id']}) got no answer from the catalog "
-                f"server {self.url} ({exc}); whether it was applied is unknown, so its files are kept "
-                "(COMMIT-11). Check the table's history once the server is back") from exc
-        if status == 200 and isinstance(payload, dict) and payload.get("committed"):
-            self._told(namespace, name, None if payload.get("replayed") else str(payload["metadata_location"]),
-                       started + POINTER_SECONDS)
-            return payload
-        if status in (404, 405) and not (isinstance(payload, dict) and "error" in payload):
-            self._server_appends = False  # no such route: a server older than CATHTTP-17
-            return None
-        if status == 409 and isinstance(payload, dict) and payload.get("reason") == "write-lease-lost":
-            self._forget_lease("write", body.get("lease_token"))
-        raise self._http.error(status, payload)
 
     # -- leases this client took: known live until they expire ---------------------------
     def _remember_lease(self, key: tuple[str, str, str], owner: str, expires_at: float | None) -> None:
@@ -437,105 +420,3 @@ def _record(row: dict[str, Any]) -> CommitRecord:
     return CommitRecord(identifier, int(row["version"]), row.get("old_metadata_location"),
                         row["new_metadata_location"], committed_at, row["operation"], row.get("snapshot_id"),
                         json.loads(summary) if isinstance(summary, str) else dict(summary))
-
-
-class RemoteSession:
-    """The methods of :class:`lakefmt.catalog_file.CatalogSession`, each one request to the server.
-
-    There is no lock across calls: what must be atomic happens in one request (the swap with
-    its lease and progress checks, taking several leases).
-    """
-
-    def __init__(self, catalog: RemoteCatalog) -> None:
-        self.catalog = catalog
-        self.where = f"in catalog server {catalog.url} (warehouse {catalog.warehouse})"
-
-    @property
-    def con(self) -> Any:
-        raise ValidationError(f"SQL on the catalog file runs only where the file is; the catalog server "
-                              f"{self.catalog.url} offers the catalog's operations only (spec/catalog-http.md)")
-
-    def no_such_table(self, namespace: str, name: str) -> errors.NoSuchTableError:
-        return errors.NoSuchTableError(f"table {namespace}.{name} does not exist {self.where}")
-
-    def current_location(self, namespace: str, name: str) -> str:
-        """The table's pointer (from the server's last answer about it within :data:`POINTER_SECONDS`)."""
-        return self.catalog._pointer(namespace, name)
-
-    def compare_and_swap(self, namespace: str, name: str, expected: str, new: str, *,
-                         operation: str, snapshot_id: int | None, summary: dict[str, Any],
-                         writer_batch: WriterBatch | None = None, lease_token: str | None = None) -> bool:
-        """The server swaps the pointer if it still equals ``expected`` (CAT-4), in one transaction with the
-        lease check (COMMIT-19), the commit-log row (CAT-5) and the writer's progress (PROGRESS-3)."""
-        self.catalog._check_writable(f"commit to {namespace}.{name}")
-        batch = None if writer_batch is None else {"writer_id": writer_batch.writer_id,
-                                                   "batch_id": writer_batch.batch_id}
-        return self.catalog._commit(namespace, name, {
-            "expected": expected, "new": new, "operation": operation, "snapshot_id": snapshot_id,
-            "summary": summary, "writer_batch": batch, "lease_token": lease_token})
-
-    def append_on_server(self, namespace: str, name: str, build: Any, attempt: Any, *,
-                         writer_batch: WriterBatch | None, lease: Any) -> tuple[Any, str] | None:
-        """After a refused swap: the server commits a plain append on its current base under its lock
-        (CATHTTP-17); the new metadata and location, or None when the commit is not a plain append."""
-        from lakefmt.server_append import append_on_server  # it builds on the core's commit module
-
-        with self.catalog._memory_lock:  # the pointer a `moved` refusal named (CATHTTP-10)
-            known = self.catalog._pointers.get((namespace, name))
-        if known is None:  # refused for another reason (lease, batch): the next session raises it
-            return None
-        return append_on_server(self.catalog, namespace, name, build, attempt, expected=known[0],
-                                writer_batch=writer_batch, lease=lease)
-
-    def acquire_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str, ttl: float) -> bool:
-        self.catalog._check_writable(f"take a {kind} lease")
-        started = time.time()
-        acquired = bool(self.catalog._json("POST", "/leases/acquire", {
-            "table_uuid": table_uuid, "kind": kind, "keys": list(keys), "owner": owner, "ttl": ttl})["acquired"])
-        for key in keys:
-            self.catalog._remember_lease((table_uuid, kind, key), owner, started + ttl if acquired else None)
-        return acquired
-
-    def release_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str) -> None:
-        for key in keys:
-            self.catalog._remember_lease((table_uuid, kind, key), owner, None)
-        self.catalog._json("POST", "/leases/release",
-                           {"table_uuid": table_uuid, "kind": kind, "keys": list(keys), "owner": owner})
-
-    def renew_lease(self, table_uuid: str, kind: str, key: str, *, owner: str, ttl: float) -> bool:
-        started = time.time()
-        renewed = bool(self.catalog._json("POST", "/leases/renew", {
-            "table_uuid": table_uuid, "kind": kind, "key": key, "owner": owner, "ttl": ttl})["renewed"])
-        self.catalog._remember_lease((table_uuid, kind, key), owner, started + ttl if renewed else None)
-        return renewed
-
-    def lease_holder(self, table_uuid: str, kind: str, key: str) -> tuple[str, float] | None:
-        """The owner of a lease and when it expires, or None.
-
-        A lease this client took or renewed is answered from memory while it surely lives
-        (its expiry was computed from the time the request was sent); the server checks a
-        commit's lease again in the swap's transaction (COMMIT-19).
-        """
-        known = self.catalog._known_lease((table_uuid, kind, key))
-        if known is not None:
-            return known
-        status, payload, _ = self.catalog._call("GET", f"/leases/{_q(table_uuid)}/{_q(kind)}/{_q(key)}")
-        if status == 404:
-            return None
-        if status >= 400:
-            raise self.catalog._http.error(status, payload)
-        return str(payload["owner"]), float(payload["expires_at"])
-
-    def live_leases(self, table_uuid: str, kind: str | None = None) -> list[tuple[str, str, str, str, float]]:
-        query = "" if kind is None else f"?kind={_q(kind)}"
-        answer = self.catalog._json("GET", f"/leases/{_q(table_uuid)}{query}")
-        rows = answer["leases"] if isinstance(answer, dict) else answer
-        return [(str(r[0]), str(r[1]), str(r[2]), str(r[3]), float(r[4])) for r in rows]
-
-    def last_committed_batch(self, table_uuid: str, writer_id: str, *, migrate: bool) -> int | None:
-        """The writer's last committed batch on the table (PROGRESS-1); the server migrates if needed."""
-        query = "?migrate=true" if migrate and not self.catalog.read_only else ""
-        answer = self.catalog._json("GET", f"/writer-progress/{_q(table_uuid)}/{_q(writer_id)}{query}")
-        batch = answer.get("batch_id") if isinstance(answer, dict) else answer
-        return None if batch is None else int(batch)
-

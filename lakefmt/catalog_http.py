@@ -170,3 +170,49 @@ class HttpClient:
             if status == 422:
                 return ValidationError(message)
         return CatalogServerError(f"the catalog server {self.url} answered HTTP {status}: {payload}")
+
+
+class HeldTurns:
+    """The commit turns a client's threads hold (CATHTTP-22): per thread and table, each sent once.
+
+    A turn comes with the refusal of a commit and belongs to the thread whose commit was
+    refused: that thread's next commit request to the table carries it. A turn this client
+    will not use is given back (CATHTTP-23), so others do not wait for it to lapse.
+    """
+
+    MARGIN = 0.8  # a turn is used only within this share of its lifetime: the server's clock runs on
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _held(self) -> dict[tuple[str, str], tuple[str, float]]:
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = {}
+        return held
+
+    def given(self, key: tuple[str, str], ticket: str, seconds: float) -> float:
+        """Record a turn the server gave; returns until when (time.monotonic) it is used."""
+        until = time.monotonic() + self.MARGIN * float(seconds)
+        self._held()[key] = (str(ticket), until)
+        return until
+
+    def holds(self, key: tuple[str, str]) -> bool:
+        known = self._held().get(key)
+        return known is not None and time.monotonic() < known[1]
+
+    def take(self, key: tuple[str, str]) -> str | None:
+        """The ticket for this thread's next commit request to ``key`` (then no longer held), or None."""
+        known = self._held().pop(key, None)
+        return known[0] if known is not None and time.monotonic() < known[1] else None
+
+    def held(self) -> dict[tuple[str, str], str]:
+        return {key: ticket for key, (ticket, _) in self._held().items()}
+
+    def unused_since(self, before: dict[tuple[str, str], str]) -> list[tuple[tuple[str, str], str]]:
+        """Turns this thread held at ``before`` and still holds unused: removed, to be given back."""
+        held = self._held()
+        stale = [(key, ticket) for key, ticket in before.items() if held.get(key, ("",))[0] == ticket]
+        for key, _ in stale:
+            del held[key]
+        return stale

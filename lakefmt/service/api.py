@@ -259,5 +259,5 @@ def create_app(service: CompactionService) -> FastAPI:
                                         status=status)
         return m.History(jobs=[job_model(r, details=details) for r in records], limit=limit, offset=offset)
 
-    app.include_router(catalog_router(service.catalog, auth))  # the catalog over HTTP (spec/catalog-http.md)
+    app.include_router(catalog_router(service.catalog, auth, metrics))  # the catalog over HTTP (spec/catalog-http.md)
     return app

@@ -17,7 +17,8 @@ Example:
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -61,12 +62,16 @@ from lakefmt.service.catalog_models import (
     RenameBody,
     RenewBody,
     TableAnswer,
+    TurnBody,
     responses,
 )
+from lakefmt.service.commit_turns import CommitTurns
+from lakefmt.service.metrics import ServiceMetrics
 from lakefmt.warehouse_layout import metadata_version
 
 PREFIX = "/catalog/v1"
 SEGMENT = r"^[^/]+$"  # one path segment, percent-encoded by the client
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 
@@ -111,6 +116,14 @@ def invalid_request(exc: RequestValidationError) -> JSONResponse:
     return error(400, name="ValidationError", message=problems or "invalid request")
 
 
+class Conflict(Exception):
+    """A request refused with 409 and ``error``, whatever the class's usual status (CATHTTP-3)."""
+
+    def __init__(self, error: LakefmtError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class CatalogRoute(APIRoute):
     """A route whose errors answer ``{"error", "message"}`` (CATHTTP-3); 401 stays the service's (SERVICE-10)."""
 
@@ -127,6 +140,8 @@ class CatalogRoute(APIRoute):
                              message=str(exc.detail))
             except RequestValidationError as exc:
                 return invalid_request(exc)
+            except Conflict as exc:
+                return error(409, exc.error)
             except LakefmtError as exc:
                 return error(next((code for cls, code in STATUS if isinstance(exc, cls)), 500), exc)
             except Exception as exc:  # a bug or a storage failure: an answer all the same
@@ -144,8 +159,9 @@ def commit_row(record: CommitRecord) -> CommitRow:
                      operation=record.operation, snapshot_id=record.snapshot_id, summary=record.summary)
 
 
-def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
-    """The ``/catalog/v1`` endpoints over ``catalog``, each behind ``dependencies`` (the service's auth)."""
+def catalog_router(catalog: Catalog, dependencies: Sequence[Any], metrics: ServiceMetrics | None = None) -> APIRouter:
+    """The ``/catalog/v1`` endpoints over ``catalog``, each behind ``dependencies`` (the service's auth);
+    ``metrics`` gets the commit turns' figures."""
     router = APIRouter(prefix=PREFIX, dependencies=list(dependencies), route_class=CatalogRoute, tags=["catalog"])
     Name = Annotated[str, Path(pattern=NAME, description="a namespace or table name (CAT-2)")]
     Segment = Annotated[str, Path(pattern=SEGMENT, description="percent-encoded text")]
@@ -154,6 +170,20 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
         if catalog.read_only:
             raise ReadOnlyCatalogError(f"cannot {what}: the served catalog {catalog.catalog_path} is read-only "
                                        f"({catalog.read_only_reason}); nothing was written")
+
+    def stored(raw_location: str, read: Callable[[str], T], *, hint: str = "") -> tuple[str, T]:
+        """``read`` a metadata file the client wrote on the warehouse's store (CAT-12, CAT-20); a file elsewhere,
+        missing, unreadable or invalid is refused with 409 (:class:`Conflict`)."""
+        location = normalize_location(raw_location)
+        if scheme_of(location) != catalog.io.scheme:
+            raise Conflict(ValidationError(f"{location} is not on the warehouse's store ({catalog.io.scheme}://)"
+                                           + hint))
+        try:
+            return location, read(location)
+        except CorruptMetadataError as exc:  # missing or invalid: the client writes it first
+            raise Conflict(exc) from exc
+        except OSError as exc:  # not a file, a name too long, no permission
+            raise Conflict(CorruptMetadataError(f"cannot read metadata file {location}: {exc}")) from exc
 
     @router.get("/config", responses=responses())
     def config() -> dict[str, Any]:
@@ -188,15 +218,7 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
     def create_table(namespace: Name, body: CreateTableBody) -> Any:
         namespace, name = parse_identifier((namespace, body.name))
         writable(f"create table {namespace}.{name}")
-        location = normalize_location(body.metadata_location)
-        if scheme_of(location) != catalog.io.scheme:
-            return error(409, ValidationError(f"{location} is not on the warehouse's store ({catalog.io.scheme}://)"))
-        try:
-            metadata = read_metadata(catalog.io, location)
-        except CorruptMetadataError as exc:  # missing or invalid: the client writes it first (CAT-12)
-            return error(409, exc)
-        except OSError as exc:  # not a file, a name too long, no permission
-            return error(409, CorruptMetadataError(f"cannot read metadata file {location}: {exc}"))
+        location, metadata = stored(body.metadata_location, lambda at: read_metadata(catalog.io, at))
         if metadata.table_uuid != body.table_uuid:
             return error(409, ValidationError(f"{location} holds table-uuid {metadata.table_uuid}, not "
                                               f"{body.table_uuid} (CAT-15)"))
@@ -209,17 +231,9 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
         """CATHTTP-16: a table that exists in storage, at one of its metadata files (CAT-20)."""
         namespace, name = parse_identifier((namespace, body.name))
         writable(f"register table {namespace}.{name}")
-        location = normalize_location(body.metadata_location)
-        if scheme_of(location) != catalog.io.scheme:
-            return error(409, ValidationError(f"{location} is not on the warehouse's store ({catalog.io.scheme}://); "
-                                              "copy the table under the warehouse first"))
+        location, table = stored(body.metadata_location, lambda at: catalog.register_table((namespace, name), at),
+                                 hint="; copy the table under the warehouse first")
         version = metadata_version(location)  # LAYOUT-9, as RegisterBody's pattern checked
-        try:
-            table = catalog.register_table((namespace, name), location)
-        except CorruptMetadataError as exc:  # missing or invalid
-            return error(409, exc)
-        except OSError as exc:  # not a file, a name too long, no permission
-            return error(409, CorruptMetadataError(f"cannot read metadata file {location}: {exc}"))
         return TableAnswer(table_uuid=table.metadata.table_uuid, metadata_location=location, version=version)
 
     @router.get("/namespaces/{namespace}/tables/{name}", response_model=TableAnswer, responses=responses(404))
@@ -238,12 +252,36 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
         catalog.rename_table(body.from_, body.to)
         return {"renamed": True}
 
-    # -- commit (CATHTTP-8 .. CATHTTP-10) -------------------------------------------------------------
+    # -- commit (CATHTTP-8 .. CATHTTP-10), in the table's turn (CATHTTP-21 .. CATHTTP-24) ------------------
+    turns = CommitTurns()
+    if metrics is not None:
+        metrics.commits_waiting.set_function(turns.waiting)
+
     @router.post("/namespaces/{namespace}/tables/{name}/commit", response_model=CommitAnswer,
                  responses={**responses(404), 409: {"model": CommitAnswer, "description": "Not committed"}})
     def commit(namespace: Name, name: Name, body: CommitBody) -> Any:
         namespace, name = parse_identifier((namespace, name))
         writable(f"commit to {namespace}.{name}")
+        with turns.request((namespace, name), body.turn) as turn:
+            answer = swap(namespace, name, body)
+            if isinstance(answer, Refusal) and answer.reason == "moved" and body.want_turn:
+                turn.keep()  # CATHTTP-22: the rebuilt attempt is the next commit this server swaps
+                if metrics is not None:
+                    metrics.commit_turns.inc()
+        if isinstance(answer, CommitAnswer):
+            return answer
+        if turn.kept:
+            answer.extra.update(turn=turn.ticket, turn_seconds=turns.seconds)
+        return not_committed(answer.reason, answer.exc, **answer.extra)
+
+    @router.post("/namespaces/{namespace}/tables/{name}/turn/release", responses=responses(404))
+    def release_turn(namespace: Name, name: Name, body: TurnBody) -> dict[str, bool]:
+        """CATHTTP-23: a client gives back a turn it will not use."""
+        namespace, name = parse_identifier((namespace, name))
+        return {"released": turns.release((namespace, name), body.turn)}
+
+    def swap(namespace: str, name: str, body: CommitBody) -> CommitAnswer | Refusal:
+        """CATHTTP-8 steps 1-5 in one catalog session: the answer, or why nothing was committed."""
         with catalog.session() as s:
             uuid, current, version = s.table_row(namespace, name)
             if body.new == body.expected:  # the body's values are checked once the table is known
@@ -255,25 +293,25 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
                 applied = s.commit_records(table_uuid=uuid, new=body.new, limit=1)
                 if applied:
                     return CommitAnswer(committed=True, version=applied[0].version, replayed=True)
-                return not_committed("moved", moved(namespace, name, current), current=current)
+                return Refusal("moved", moved(namespace, name, current), {"current": current})
             if body.lease_token is not None:  # COMMIT-19, as WriteLease.verify_in_session
                 holder = s.lease_holder(uuid, "write", body.lease_token)
                 if holder is None or holder[0] != body.lease_token or holder[1] <= time.time():
-                    return not_committed("write-lease-lost", WriteLeaseLostError(
+                    return Refusal("write-lease-lost", WriteLeaseLostError(
                         f"the write lease {body.lease_token} of {namespace}.{name} expired or was taken over "
                         "before this commit: orphan removal may have deleted files written under it, so nothing "
-                        "was committed"))
+                        "was committed"), {})
             if batch is not None:  # PROGRESS-3
                 last = s.last_committed_batch(uuid, batch.writer_id, migrate=True)
                 try:
                     batch.check(last, where=s.where)
                 except AlreadyCommittedError as exc:
-                    return not_committed("already-committed", exc, batch_id=last, last_committed=last)
+                    return Refusal("already-committed", exc, {"batch_id": last, "last_committed": last})
             checkpoint("catalog-http-before-swap")  # test hook: crash tests stop the server here
             if not s.compare_and_swap(namespace, name, body.expected, body.new, operation=body.operation,
                                       snapshot_id=body.snapshot_id, summary=body.summary, writer_batch=batch,
                                       lease_token=body.lease_token):
-                return not_committed("moved", moved(namespace, name, current), current=current)
+                return Refusal("moved", moved(namespace, name, current), {"current": current})
         checkpoint("catalog-http-after-swap")  # test hook: committed, the answer not sent yet
         return CommitAnswer(committed=True, version=version + 1, replayed=False)
 
@@ -329,15 +367,21 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any]) -> APIRouter:
         with catalog.session() as s:
             records = s.commit_records(namespace=namespace, name=name, new=new_metadata_location, limit=limit)
         return {"commits": [commit_row(r) for r in records]}
-
-    from lakefmt.service.catalog_append import add_append_route  # CATHTTP-17; it answers as this module does
-    add_append_route(router, catalog)
     return router
 
 
 def moved(namespace: str, name: str, current: str) -> CommitConflictError:
     return CommitConflictError(f"table {namespace}.{name} moved to {current} since the commit's base: another "
                                "commit won the compare-and-swap (CAT-4)")
+
+
+@dataclass
+class Refusal:
+    """Why a commit was not applied (CATHTTP-10): the reason, its error, and the answer's extra keys."""
+
+    reason: str
+    exc: LakefmtError
+    extra: dict[str, Any]
 
 
 def not_committed(reason: str, exc: LakefmtError, **extra: Any) -> JSONResponse:

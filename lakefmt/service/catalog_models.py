@@ -36,6 +36,8 @@ class CommitAnswer(BaseModel):
     reason: str | None = Field(None, description="moved, write-lease-lost or already-committed")
     current: str | None = Field(None, description="moved: the table's current metadata location")
     batch_id: int | None = Field(None, description="already-committed: the writer's last committed batch id")
+    turn: str | None = Field(None, description="moved, asked with want_turn: the table's turn, now this client's")
+    turn_seconds: float | None = Field(None, description="how long the turn is held for the client (CATHTTP-22)")
     last_committed: int | None = None
     error: str | None = None
     message: str | None = None
@@ -75,6 +77,12 @@ class CommitBody(Body):
     summary: dict[str, Any] = Field(default_factory=dict)
     writer_batch: WriterBatchBody | None = None
     lease_token: str | None = None
+    turn: str | None = Field(None, description="the table's turn this client holds, if any (CATHTTP-22)")
+    want_turn: bool = Field(False, description="if refused `moved`, hand this client the table's turn (CATHTTP-22)")
+
+
+class TurnBody(Body):
+    turn: str = Field(min_length=1, description="a turn given by a refused commit (CATHTTP-22)")
 
 
 class LeaseKeys(Body):

@@ -92,6 +92,10 @@ class ServiceMetrics:
                                        "Live data files below the table's compaction threshold.", ("table",))
         self.table_manifests = gauge("lakefmt_table_manifests", "Manifests of a table's current snapshot.",
                                      ("table",))
+        self.commits_waiting = gauge("lakefmt_catalog_commits_waiting",
+                                     "Commit requests waiting for a table's commit turn (CATHTTP-21).")
+        self.commit_turns = counter("lakefmt_catalog_commit_turns_total",
+                                    "Commit turns given with a refused commit (CATHTTP-22).")
         self.http_requests = counter("lakefmt_service_http_requests_total", "HTTP requests answered.",
                                      ("method", "route", "status"))
 

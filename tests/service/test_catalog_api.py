@@ -212,7 +212,8 @@ def test_commit_swaps_refuses_a_moved_pointer_and_answers_a_replay_once(serve):
     request = commit_body(base, new)
     assert http.post(P + "/namespaces/ops/tables/events/commit", request) == (
         200, {"committed": True, "version": 2, "replayed": False, "reason": None, "current": None,
-              "batch_id": None, "last_committed": None, "error": None, "message": None})
+              "batch_id": None, "turn": None, "turn_seconds": None, "last_committed": None, "error": None,
+              "message": None})
     assert catalog.current_metadata_location("ops.events") == new
     [record] = [r for r in catalog.commit_log("ops.events") if r.new_metadata_location == new]
     assert (record.version, record.old_metadata_location, record.operation, record.snapshot_id, record.summary) == (
@@ -393,6 +394,7 @@ def test_wrong_or_missing_token_is_401_and_writes_nothing(serve):
              ("GET", "/namespaces/ops/tables/events", None), ("DELETE", "/namespaces/ops/tables/events", None),
              ("POST", "/tables/rename", {"from": "ops.events", "to": "ops.renamed"}),
              ("POST", "/namespaces/ops/tables/events/commit", commit_body(base, next_metadata(t))),
+             ("POST", "/namespaces/ops/tables/events/turn/release", {"turn": "t"}),
              ("POST", "/leases/acquire", {"table_uuid": u, "kind": "write", "keys": ["k"], "owner": "o", "ttl": 60}),
              ("POST", "/leases/release", {"table_uuid": u, "kind": "write", "keys": ["k"], "owner": "o"}),
              ("POST", "/leases/renew", {"table_uuid": u, "kind": "write", "key": "k", "owner": "o", "ttl": 60}),
