@@ -40,9 +40,7 @@ Results: benchmarks/results/append-<UTC time>.json
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,8 +48,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
-from core_common import commit_path_breakdown, environment, markdown_table, median, ms, write_results
-from loop_data import Dataset, add_dataset_argument, loadavg, selected, with_day
+from core_common import (
+    Run,
+    add_run_arguments,
+    commit_path_breakdown,
+    loadavg,
+    markdown_table,
+    median,
+    ms,
+    work_dir,
+)
+from loop_data import Dataset, add_dataset_argument, selected, with_day
 
 import lakefmt
 from lakefmt.commit import FileChange, SnapshotProducer
@@ -293,7 +300,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     levels = lambda s: [int(x) for x in s.split(",") if x]
     add_dataset_argument(parser)
-    parser.add_argument("--quick", action="store_true", help="levels 10 and 200, 5 samples: a smoke run")
+    add_run_arguments(parser, quick="levels 10 and 200, 5 samples: a smoke run")
     parser.add_argument("--levels", type=levels, help="prior commits to measure at (default 10,1000,10000)")
     parser.add_argument("--delta-levels", type=levels, help="levels delta-rs is measured at (default 10,1000)")
     parser.add_argument("--samples", type=int, help="appends per level and side (default 15; quick 5)")
@@ -301,39 +308,24 @@ def main() -> None:
     parser.add_argument("--no-delta", action="store_true")
     parser.add_argument("--fsync-cost", action="store_true", help="only compare appends with and without fsync")
     parser.add_argument("--fsync-samples", type=int, default=31)
-    parser.add_argument("--dir", help="work directory (default: a temporary one)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--json", help="write results here instead of benchmarks/results/")
     args = parser.parse_args()
     args.levels = args.levels or ([10, 200] if args.quick else [10, 1000, 10000])
     args.delta_levels = args.delta_levels or ([10, 200] if args.quick else [10, 1000])
     args.samples = args.samples or (5 if args.quick else 15)
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakefmt-bench-append-"))
-    root.mkdir(parents=True, exist_ok=True)
-    env = environment()
-    started_load = loadavg()
-    try:
+    benchmark = Run("append", args)
+    with work_dir(args.dir, prefix="lakefmt-bench-append-", keep=args.keep) as root:
         if args.fsync_cost:
             fsync = bench_fsync(args, root)
         else:
             results = [bench_dataset(ds, args, root) for ds in selected(args.dataset)]
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
     if args.fsync_cost:
         text = markdown_table(
             ["rows per append", "with fsync (median ms)", "without fsync (median ms)", "with / without"],
             [[f"{r['rows']:,}", ms(r["with_fsync_median_s"]), ms(r["without_fsync_median_s"]), f"{r['ratio']:.2f}x"]
-             for r in fsync]) + f"\n\nload average at the start: {started_load}"
-        print("\n" + text)
-        path = write_results("append-fsync", {"benchmark": "append-fsync", "environment": env, "args": vars(args),
-                                              "loadavg": started_load, "results": fsync, "markdown": text}, args.json)
+             for r in fsync]) + f"\n\nload average at the start: {benchmark.started_load}"
+        benchmark.publish(text, fsync, name="append-fsync", quick=False, loadavg=benchmark.started_load)
     else:
-        text = report(results) + f"\n\nload average at the start: {started_load}; at the end: {loadavg()}"
-        print("\n" + text)
-        path = write_results("append", {"benchmark": "append", "environment": env, "args": vars(args),
-                                        "results": results, "markdown": text}, args.json, quick=args.quick)
-    print(f"\nresults: {path}")
+        benchmark.publish(report(results) + "\n\n" + benchmark.load_note(), results)
 
 
 if __name__ == "__main__":

@@ -32,15 +32,22 @@ import argparse
 import multiprocessing
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from core_common import commit_path_breakdown, environment, markdown_table, median, write_results
-from loop_data import DATASETS, Dataset, add_dataset_argument, loadavg, selected, with_day
+from core_common import (
+    Run,
+    add_run_arguments,
+    commit_path_breakdown,
+    loadavg,
+    markdown_table,
+    median,
+    work_dir,
+)
+from loop_data import DATASETS, Dataset, add_dataset_argument, selected, with_day
 
 import lakefmt
 
@@ -233,32 +240,19 @@ def report(results: list[dict[str, Any]], processes: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_dataset_argument(parser)
-    parser.add_argument("--quick", action="store_true", help="10 commits per process, one round")
+    add_run_arguments(parser, quick="10 commits per process, one round")
     parser.add_argument("--commits", type=int, help="commits per process (default 50; quick 10)")
     parser.add_argument("--rounds", type=int, help="rounds of lakefmt and delta-rs (default 3; quick 1)")
     parser.add_argument("--processes", type=int, default=4)
     parser.add_argument("--rows", type=int, default=10)
     parser.add_argument("--no-delta", action="store_true")
-    parser.add_argument("--dir")
-    parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--json")
     args = parser.parse_args()
     args.commits = args.commits or (10 if args.quick else 50)
     args.rounds = args.rounds or (1 if args.quick else 3)
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakefmt-bench-catalog-"))
-    root.mkdir(parents=True, exist_ok=True)
-    env = environment()
-    started_load = loadavg()
-    try:
+    benchmark = Run("catalog", args)
+    with work_dir(args.dir, prefix="lakefmt-bench-catalog-", keep=args.keep) as root:
         results = [bench_dataset(ds, args, root) for ds in selected(args.dataset)]
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-    text = report(results, args.processes) + f"\n\nload average at the start: {started_load}; at the end: {loadavg()}"
-    print("\n" + text)
-    path = write_results("catalog", {"benchmark": "catalog", "environment": env, "args": vars(args),
-                                     "results": results, "markdown": text}, args.json, quick=args.quick)
-    print(f"\nresults: {path}")
+    benchmark.publish(report(results, args.processes) + "\n\n" + benchmark.load_note(), results)
 
 
 if __name__ == "__main__":

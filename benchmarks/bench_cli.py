@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from core_common import REPO, environment, markdown_table, write_results
+from core_common import REPO, add_run_arguments, environment, markdown_table, publish
 
 PROBE = ("import sys, runpy; sys.argv = ['lakefmt', *sys.argv[1:]]\n"
          "try:\n    runpy.run_module('lakefmt.cli', run_name='__main__')\n"
@@ -50,7 +50,7 @@ def cpu_seconds(argv: list[str], *, runs: int) -> tuple[float, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=5)
+    add_run_arguments(parser, runs=5, work=None, json_out=False)
     parser.add_argument("--out", help="results file (default: benchmarks/results/cli-<time>.json)")
     opts = parser.parse_args()
 
@@ -66,11 +66,10 @@ def main() -> None:
                     "scan (3 rows)": ["--warehouse", warehouse, "scan", "bench.t"]}
         results = {name: cpu_seconds(argv, runs=opts.runs) for name, argv in commands.items()}
     rows = [(f"`lakefmt {name}`", f"{cpu:.2f} s", modules) for name, (cpu, modules) in results.items()]
-    print(markdown_table(["command", "CPU time (lowest of runs)", "heavy modules imported"], rows))
-    path = write_results("cli", {"environment": environment(), "runs": opts.runs,
-                                 "cpu_seconds": {name: cpu for name, (cpu, _m) in results.items()},
-                                 "modules": {name: m for name, (_c, m) in results.items()}}, opts.out)
-    print(f"\nresults: {path}")
+    publish("cli", markdown_table(["command", "CPU time (lowest of runs)", "heavy modules imported"], rows),
+            {"environment": environment(), "runs": opts.runs,
+             "cpu_seconds": {name: cpu for name, (cpu, _m) in results.items()},
+             "modules": {name: m for name, (_c, m) in results.items()}}, opts.out)
 
 
 if __name__ == "__main__":

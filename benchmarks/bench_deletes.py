@@ -49,7 +49,6 @@ import importlib.util
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -62,8 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from core_common import environment, markdown_table, median, ms, write_results
-from loop_data import Dataset, add_dataset_argument, loadavg, selected, with_day
+from core_common import Run, add_run_arguments, loadavg, markdown_table, median, ms, work_dir
+from loop_data import Dataset, add_dataset_argument, selected, with_day
 from telemetry_data import PAYLOADS
 
 import lakefmt
@@ -474,42 +473,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_dataset_argument(parser)
     parser.add_argument("--only", nargs="+", choices=["delete", "scan", "upsert"], default=["delete", "scan", "upsert"])
-    parser.add_argument("--quick", action="store_true", help="small tables and 2 samples: a smoke run")
+    add_run_arguments(parser, quick="small tables and 2 samples: a smoke run")
     parser.add_argument("--delete-windows", type=int, help="windows in the delete partition (default 1000; quick 8)")
     parser.add_argument("--scan-windows", type=int, help="windows of the scan tables, over 2 days (default 200; quick 8)")
     parser.add_argument("--upsert-rows", type=int, help="rows of the upsert target (default 10,000,000; quick 100,000)")
     parser.add_argument("--upsert-source", type=int, default=10_000, help="rows per upsert (default 10,000)")
     parser.add_argument("--samples", type=int, help="deletes and upserts per competitor (default 3; quick 2)")
     parser.add_argument("--scan-samples", type=int, help="scans per table and case (default 7; quick 2)")
-    parser.add_argument("--dir", help="work directory (default: a temporary one)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory and tables")
-    parser.add_argument("--json", help="write results here instead of benchmarks/results/")
     args = parser.parse_args()
     args.delete_windows = args.delete_windows or (8 if args.quick else 1000)
     args.scan_windows = 2 * max(1, (args.scan_windows or (8 if args.quick else 200)) // 2)
     args.upsert_rows = args.upsert_rows or (100_000 if args.quick else 10_000_000)
     args.samples = args.samples or (2 if args.quick else 3)
     args.scan_samples = args.scan_samples or (2 if args.quick else 7)
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakefmt-bench-deletes-"))
-    root.mkdir(parents=True, exist_ok=True)
-    env, started_load = environment(), loadavg()
+    benchmark = Run("deletes", args)
     benches = {"delete": bench_delete, "scan": bench_scan, "upsert": bench_upsert}
     results: dict[str, list[dict[str, Any]]] = {}
-    try:
+    with work_dir(args.dir, prefix="lakefmt-bench-deletes-", keep=args.keep) as root:
         for ds in selected(args.dataset):
             for name in args.only:
                 results.setdefault(name, []).append(benches[name](ds, args, root))
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-    command = "python benchmarks/bench_deletes.py " + " ".join(sys.argv[1:])
-    text = (report(results) + f"\n\nload average at the start: {started_load}; at the end: {loadavg()}"
-            f"\n\ncommand: `{command.strip()}`")
-    print("\n" + text)
-    path = write_results("deletes", {"benchmark": "deletes", "environment": env, "args": vars(args),
-                                     "command": command.strip(), "results": results, "markdown": text},
-                         args.json, quick=args.quick)
-    print(f"\nresults: {path}")
+    command = ("python benchmarks/bench_deletes.py " + " ".join(sys.argv[1:])).strip()
+    text = report(results) + "\n\n" + benchmark.load_note() + f"\n\ncommand: `{command}`"
+    benchmark.publish(text, results, command=command)
 
 
 if __name__ == "__main__":

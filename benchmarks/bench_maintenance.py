@@ -35,10 +35,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import tracemalloc
@@ -49,8 +47,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from core_common import add_run_arguments, environment, work_dir, write_results
 
 import lakefmt
 from lakefmt.manifest import DataFile, EntryStatus, ManifestEntry, ManifestFile
@@ -229,7 +227,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--block", type=int, default=100,
                         help="snapshots per block of appends ending in a replace")
-    parser.add_argument("--dir", help="work folder (default: a fresh temporary one, deleted afterwards)")
+    add_run_arguments(parser, work="temporary", json_out=False)
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
     parser.add_argument("--cutoff-ms", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
@@ -237,11 +235,9 @@ def main() -> None:
     if args.phase:
         print(json.dumps(run_phase(args.dir, args.phase, args.cutoff_ms, args.trace)))
         return
-    from core_common import environment, write_results  # next to this file
-
-    folder = args.dir or tempfile.mkdtemp(prefix="lakefmt-bench-maint-")
     payload: dict[str, object] = {"environment": environment(), "snapshots": args.snapshots, "files": args.files}
-    try:
+    with work_dir(args.dir, prefix="lakefmt-bench-maint-") as root:
+        folder = str(root)
         info = build(folder, args.snapshots, args.files, args.block)
         payload["build"] = {k: round(v, 1) if isinstance(v, float) else v for k, v in info.items()
                             if k != "cutoff_ms"}
@@ -256,9 +252,6 @@ def main() -> None:
             print(json.dumps(phases[-1]), flush=True)
         payload["phases"] = phases
         print(f"results: {write_results(f'maintenance-{args.snapshots}x{args.files}', payload)}")
-    finally:
-        if not args.dir:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,8 +44,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
 import pyarrow.dataset as pads
-from core_common import environment, markdown_table, median, write_results
-from loop_data import Dataset, add_dataset_argument, loadavg, selected
+from core_common import Run, add_run_arguments, loadavg, markdown_table, median, work_dir
+from loop_data import Dataset, add_dataset_argument, selected
 
 import lakefmt
 from lakefmt import manifest_cache
@@ -187,10 +185,10 @@ def report(results: list[dict[str, Any]]) -> str:
                  "load average "
                  f"{r['load_average_planning'].split(' ')[0]} (planning), {r['load_average_scans'].split(' ')[0]} "
                  "(scans)\n\n")
-        def ms(name: str) -> str:
+        def ms(name: str, med: dict[str, float] = med) -> str:
             return f"{med[name] * 1000:.1f}"
 
-        def ms_cpu(name: str) -> str:
+        def ms_cpu(name: str, cpu: dict[str, float] = cpu) -> str:
             return f"{cpu[name] * 1000:.1f}"
 
         text += markdown_table(["case", "median ms", "CPU ms", "vs delta-rs / vs pyarrow.dataset"], [
@@ -222,31 +220,19 @@ def report(results: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_dataset_argument(parser)
-    parser.add_argument("--quick", action="store_true", help="1,000 files, 3 runs: a smoke run")
+    add_run_arguments(parser, quick="1,000 files, 3 runs: a smoke run",
+                      runs_help="runs of each planning case (default 7; quick 3)")
     parser.add_argument("--files", type=int, help="data files (a multiple of 100; default 10,000; quick 1,000)")
     parser.add_argument("--rows-per-file", type=int, default=250)
-    parser.add_argument("--runs", type=int, help="runs of each planning case (default 7; quick 3)")
     parser.add_argument("--scan-runs", type=int, help="runs of each full scan (default 3; quick 1)")
-    parser.add_argument("--dir")
-    parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--json")
     args = parser.parse_args()
     args.files = args.files or (1000 if args.quick else 10_000)
     args.runs = args.runs or (3 if args.quick else 7)
     args.scan_runs = args.scan_runs or (1 if args.quick else 3)
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="lakefmt-bench-planning-"))
-    env = environment()
-    started_load = loadavg()
-    try:
+    benchmark = Run("planning", args)
+    with work_dir(args.dir, prefix="lakefmt-bench-planning-", keep=args.keep) as root:
         results = [bench_dataset(ds, args, root) for ds in selected(args.dataset)]
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-    text = report(results) + f"\n\nload average at the start: {started_load}; at the end: {loadavg()}"
-    print("\n" + text)
-    path = write_results("planning", {"benchmark": "planning", "environment": env, "args": vars(args),
-                                      "results": results, "markdown": text}, args.json, quick=args.quick)
-    print(f"\nresults: {path}")
+    benchmark.publish(report(results) + "\n\n" + benchmark.load_note(), results)
 
 
 if __name__ == "__main__":

@@ -30,26 +30,17 @@ Results go to ``benchmarks/results/spark-<UTC time>.json``; a Markdown table is 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
-import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
+from core_common import add_run_arguments, command_line, git_commit, local_spark, median, publish, work_dir
 
 import lakefmt
 from tests.conftest import DOWNLINKS_SCHEMA, downlinks
@@ -68,7 +59,7 @@ def median_seconds(fn: Callable[[], Any], runs: int, reset: Callable[[], None] |
         fn()
         if i:
             times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return median(times)
 
 
 def build_table(catalog: lakefmt.Catalog, name: str, rows: int, days: int) -> lakefmt.Table:
@@ -92,39 +83,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=8_000_000)
     parser.add_argument("--days", type=int, default=20)
-    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--small-files", type=int, default=120, help="appends of the compaction table")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--dir", default=None, help="working folder (default: a temporary one, deleted)")
-    parser.add_argument("--quick", action="store_true", help="1M rows, 1 run: a smoke test")
+    add_run_arguments(parser, quick="1M rows, 1 run: a smoke test", runs=3, work="temporary", json_out=False)
     args = parser.parse_args()
     if args.quick:
         args.rows, args.runs, args.small_files = 1_000_000, 1, 40
-    work = Path(args.dir or tempfile.mkdtemp(prefix="bench-spark-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
+    with work_dir(args.dir, prefix="bench-spark-") as work:
         results = run(args, work)
-    finally:
-        if args.dir is None:
-            shutil.rmtree(work, ignore_errors=True)
-    out = REPO / "benchmarks" / "results" / f"spark-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(markdown(results))
-    print(f"\nresults: {out.relative_to(REPO)}")
+    publish("spark", markdown(results), results)
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from pyspark.sql import SparkSession
-
-    import lakefmt.spark
-
-    spark = (SparkSession.builder.master(f"local[{args.cores}]").appName("lakefmt-bench")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", str(args.cores))
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    lakefmt.spark.register(spark)
+    spark = local_spark("lakefmt-bench", args.cores, driver_memory="4g", shuffle_partitions=args.cores)
     catalog = lakefmt.Catalog(str(work / "warehouse"), create=True)
     started = time.perf_counter()
     t = build_table(catalog, "bench.downlinks", args.rows, args.days)
@@ -176,7 +147,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             if i:
                 timings[engine].append(time.perf_counter() - began)
             assert result.groups_failed == 0 and result.groups_committed > 0, result
-    cases["compaction"] = {"spark": statistics.median(timings["spark"]), "local": statistics.median(timings["local"])}
+    cases["compaction"] = {"spark": median(timings["spark"]), "local": median(timings["local"])}
     spark.stop()
     return {"rows": args.rows, "days": args.days, "files": len(files), "data_bytes": data_bytes,
             "selective_files_planned": selective_files, "load_average_after": os.getloadavg(),
@@ -184,15 +155,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             "small_files": args.small_files * 3, "runs": args.runs, "cores": args.cores, "build_s": build_s,
             "pyspark": __import__("pyspark").__version__, "pyarrow": pa.__version__,
             "python": platform.python_version(), "machine": platform.machine(), "cases": cases,
-            "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
-
-
-def git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
+            "command": command_line()}
 
 
 def markdown(results: dict[str, Any]) -> str:

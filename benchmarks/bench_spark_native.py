@@ -37,24 +37,26 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "benchmarks"))
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
-from core_common import environment, markdown_table, write_results
-from loop_data import loadavg
+from core_common import (
+    add_run_arguments,
+    command_line,
+    environment,
+    loadavg,
+    local_spark,
+    markdown_table,
+    median,
+    process_cpu_seconds,
+    publish,
+    work_dir,
+)
 from telemetry_data import QUERY, SCHEMA, Shape, file_rows
 
 import lakefmt
@@ -85,29 +87,19 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=1000, help="ingest windows of 10,000 rows")
     parser.add_argument("--days", type=int, default=10)
     parser.add_argument("--target-mib", type=int, default=32)
-    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--dir", default=None, help="working folder (default: a temporary one, deleted)")
-    parser.add_argument("--quick", action="store_true", help="10 windows over 2 days, 1 round: a smoke run")
+    add_run_arguments(parser, quick="10 windows over 2 days, 1 round: a smoke run", runs=3, work="temporary",
+                      json_out=False)
     args = parser.parse_args()
     rows_per_window = 10_000
     if args.quick:
         args.windows, args.days, args.runs, rows_per_window = 10, 2, 1, 10_000
-    work = Path(args.dir or tempfile.mkdtemp(prefix="bench-spark-native-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
+    with work_dir(args.dir, prefix="bench-spark-native-") as work:
         results = run(args, work, Shape("bench", args.windows, rows_per_window, args.days))
-    finally:
-        if args.dir is None:
-            shutil.rmtree(work, ignore_errors=True)
-    out = write_results("spark-native", results, quick=args.quick)
-    print(markdown(results))
-    print(f"\nresults: {out.relative_to(REPO)}")
+    publish("spark-native", markdown(results), results, quick=args.quick)
 
 
 def run(args: argparse.Namespace, work: Path, shape: Shape) -> dict[str, Any]:
-    from pyspark.sql import SparkSession
-
     import lakefmt.spark
 
     env = environment()
@@ -117,12 +109,7 @@ def run(args: argparse.Namespace, work: Path, shape: Shape) -> dict[str, Any]:
     build_s = time.perf_counter() - started
     planned = t.plan_files()
     files = [f"{t.location}/{f.path}" for f in planned]
-    spark = (SparkSession.builder.master(f"local[{args.cores}]").appName("lakefmt-bench-native")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", str(args.cores))
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    lakefmt.spark.register(spark)
+    spark = local_spark("lakefmt-bench-native", args.cores, driver_memory="4g", shuffle_partitions=args.cores)
     jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
 
     frames: dict[str, dict[str, Callable[[], Any]]] = {
@@ -145,27 +132,21 @@ def run(args: argparse.Namespace, work: Path, shape: Shape) -> dict[str, Any]:
         order = READERS[round_ % 3:] + READERS[:round_ % 3]
         for case, readers in frames.items():
             for reader in order:
-                cpu, began = jvm_cpu_seconds(jvm_pid), time.perf_counter()
+                cpu, began = process_cpu_seconds(jvm_pid), time.perf_counter()
                 readers[reader]().write.format("noop").mode("overwrite").save()
-                seconds, cpu = time.perf_counter() - began, jvm_cpu_seconds(jvm_pid) - cpu
+                seconds, cpu = time.perf_counter() - began, process_cpu_seconds(jvm_pid) - cpu
                 if round_:
                     samples[case][reader].append({"seconds": seconds, "jvm_cpu_seconds": cpu, "load": loadavg()})
     spark.stop()
-    medians = {c: {r: statistics.median(s["seconds"] for s in by[r]) for r in READERS} for c, by in samples.items()}
-    cpu_medians = {c: {r: statistics.median(s["jvm_cpu_seconds"] for s in by[r]) for r in READERS}
+    medians = {c: {r: median([s["seconds"] for s in by[r]]) for r in READERS} for c, by in samples.items()}
+    cpu_medians = {c: {r: median([s["jvm_cpu_seconds"] for s in by[r]]) for r in READERS}
                    for c, by in samples.items()}
     return {**env, "benchmark": "spark-native", "rows": shape.rows, "uncompressed_bytes": raw_bytes,
             "data_bytes": sum(f.file_size_bytes for f in planned), "files": len(files),
             "selective_files_planned": selective_files, "selective_rows": counts["selective read"]["native"],
             "runs": args.runs, "cores": args.cores, "build_s": build_s, "target_mib": args.target_mib,
             "pyspark": __import__("pyspark").__version__, "medians": medians, "jvm_cpu_medians": cpu_medians, "samples": samples, "goals": GOALS,
-            "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
-
-
-def jvm_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            "command": command_line()}
 
 
 def markdown(results: dict[str, Any]) -> str:

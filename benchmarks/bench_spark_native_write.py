@@ -32,27 +32,28 @@ Results go to ``benchmarks/results/spark-native-write-<UTC time>.json``; a Markd
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
 import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyarrow as pa
+from core_common import (
+    add_run_arguments,
+    command_line,
+    git_commit,
+    local_spark,
+    median,
+    process_cpu_seconds,
+    publish,
+    work_dir,
+)
 
 from tests.conftest import DOWNLINKS_SCHEMA
 
@@ -74,26 +75,15 @@ class Phases(logging.Handler):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=64_000_000)
-    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--hash", action="store_true", help="also the cases that cluster rows by partition first")
-    parser.add_argument("--dir", default=None, help="working folder (default: a temporary one, deleted)")
-    parser.add_argument("--quick", action="store_true", help="2 M rows, 1 run: a smoke test")
+    add_run_arguments(parser, quick="2 M rows, 1 run: a smoke test", runs=3, work="temporary", json_out=False)
     args = parser.parse_args()
     if args.quick:
         args.rows, args.runs = 2_000_000, 1
-    work = Path(args.dir or tempfile.mkdtemp(prefix="bench-spark-native-write-"))
-    work.mkdir(parents=True, exist_ok=True)
-    try:
+    with work_dir(args.dir, prefix="bench-spark-native-write-") as work:
         results = run(args, work)
-    finally:
-        if args.dir is None:
-            shutil.rmtree(work, ignore_errors=True)
-    out = REPO / "benchmarks" / "results" / f"spark-native-write-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(results, indent=2))
-    print(markdown(results))
-    print(f"\nresults: {out.relative_to(REPO)}")
+    publish("spark-native-write", markdown(results), results)
 
 
 def source_frame(spark: Any, rows: int, partitions: int) -> Any:
@@ -111,16 +101,10 @@ def source_frame(spark: Any, rows: int, partitions: int) -> Any:
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    from pyspark.sql import SparkSession
-
     import lakefmt.spark
 
-    spark = (SparkSession.builder.master(f"local[{args.cores}]").appName("lakefmt-bench-native-write")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.memory", "10g").config("spark.sql.shuffle.partitions", str(args.cores * 4))
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    lakefmt.spark.register(spark)
+    spark = local_spark("lakefmt-bench-native-write", args.cores, driver_memory="10g",
+                        shuffle_partitions=args.cores * 4)
     phases = Phases()
     logging.getLogger("lakefmt.spark.native_write").addHandler(phases)
     logging.getLogger("lakefmt.spark.native_write").setLevel(logging.INFO)
@@ -206,13 +190,13 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     spark.stop()
     return {"rows": args.rows, "arrow_bytes": arrow_bytes, "cores": args.cores, "runs": args.runs,
             "build_s": build_s, "zstd_level": level, "files": files,
-            "medians": {name: statistics.median(ts) for name, ts in times.items()}, "samples": times,
-            "cpu_medians": {name: statistics.median(c) for name, c in cpu.items()}, "cpu_samples": cpu,
+            "medians": {name: median(ts) for name, ts in times.items()}, "samples": times,
+            "cpu_medians": {name: median(c) for name, c in cpu.items()}, "cpu_samples": cpu,
             "write_native_split": {k: [list(p) for p in v] for k, v in split.items() if v},
             "load_average_1m": loads, "git_commit": git_commit(),
             "pyspark": __import__("pyspark").__version__, "pyarrow": pa.__version__,
             "python": platform.python_version(), "machine": platform.machine(),
-            "command": " ".join([os.path.basename(sys.executable), *sys.argv])}
+            "command": command_line()}
 
 
 def cpu_seconds(jvm_pid: int) -> float:
@@ -221,16 +205,7 @@ def cpu_seconds(jvm_pid: int) -> float:
     Python workers (the data source's tasks) are not counted: the figure compares ``native``
     and ``write_native``, which run none for this table, and is steadier than wall time under load.
     """
-    fields = Path(f"/proc/{jvm_pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + time.process_time()
-
-
-def git_commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    return process_cpu_seconds(jvm_pid) + time.process_time()
 
 
 def markdown(results: dict[str, Any]) -> str:

@@ -35,6 +35,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks import telemetry_data
+from benchmarks.core_common import loadavg  # noqa: F401 - scripts import it from here too
 from lakefmt import demo
 
 MiB = 1024 * 1024
@@ -147,11 +148,3 @@ def selected(choice: str) -> list[Dataset]:
     names = ["telemetry", "artemis"] if choice == "both" else [choice]
     return [DATASETS[n] for n in names]
 
-
-def loadavg() -> str:
-    """``/proc/loadavg`` as text (the 1, 5 and 15 minute load averages and run queue)."""
-    try:
-        return Path("/proc/loadavg").read_text().strip()
-    except OSError:
-        import os
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -4,7 +4,8 @@ Every change goes down the same path: build a :class:`~lakefmt.commit.FileChange
 or a list of metadata updates, then :func:`~lakefmt.commit.commit_table` swaps the
 catalog pointer (spec/commits.md). Compaction and maintenance use the public
 methods of this class (``write_data_files``, ``commit_change``, ``commit_updates``),
-never the modules below it.
+never the modules below it. The bodies of the commit methods are in
+:mod:`lakefmt.table_commits`, those of the row-level ones in :mod:`lakefmt.row_deletes`.
 
 Example:
     >>> t = cat.load_table("artemis.downlinks")
@@ -24,12 +25,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
-from lakefmt import row_deletes
-from lakefmt.commit import Build, FileChange, SnapshotProducer, commit_table
-from lakefmt.errors import CommitFileMissingError, CommitStateUnknownError, ValidationError
+from lakefmt import row_deletes, table_commits
+from lakefmt.commit import Build, FileChange
+from lakefmt.errors import ValidationError
 from lakefmt.expressions import Expression
-from lakefmt.hooks import checkpoint
-from lakefmt.idempotency import WriterBatch, last_batch_in_history
+from lakefmt.idempotency import WriterBatch
 from lakefmt.leases import WriteLease, current_or_new_write_lease
 from lakefmt.manifest import DataFile
 from lakefmt.metadata import Snapshot, TableMetadata, read_metadata
@@ -42,9 +42,7 @@ from lakefmt.scan import DataScan
 from lakefmt.schema import Schema
 from lakefmt.sorting import SortOrder
 from lakefmt.table_creation import new_table_metadata  # noqa: F401 - where it used to be
-from lakefmt.updates import (
-    AssertCurrentSnapshot, RemoveProperties, Requirement, SetCurrentSnapshot, SetProperties, Update, UpgradeFormatVersion,
-)
+from lakefmt.updates import RemoveProperties, Requirement, SetProperties, Update, UpgradeFormatVersion
 from lakefmt.write import WriteOptions, conform, write_data_files
 
 if TYPE_CHECKING:
@@ -281,7 +279,7 @@ class Table:
         writer already committed this batch or a later one to this table, it raises
         :class:`~lakefmt.errors.AlreadyCommittedError` and commits nothing (PROGRESS-3).
         """
-        writer_batch = self._check_writer_batch(idempotency)
+        writer_batch = table_commits.check_writer_batch(self, idempotency)
         files = self._write_conformed(conform(data, self.metadata.schema), self.write_options())
         if not files:
             return self.metadata.current_snapshot
@@ -299,7 +297,7 @@ class Table:
         row must satisfy the filter, otherwise :class:`ValidationError` is raised before
         anything is written. ``idempotency`` is as for :meth:`append`.
         """
-        writer_batch = self._check_writer_batch(idempotency)
+        writer_batch = table_commits.check_writer_batch(self, idempotency)
         bound, rows = row_deletes.overwrite_rows(self, data, filter)  # refused before anything is written
         added = self._write_conformed(rows, self.write_options())
         return row_deletes.replace_rows(self, bound, added, summary=summary, writer_batch=writer_batch)
@@ -379,22 +377,7 @@ class Table:
         for commits of implementations that did not record it, from the snapshot history).
         A writer that restarts resumes after this batch.
         """
-        WriterBatch(writer_id, 0)  # validates the id
-        with self.catalog.session() as s:
-            recorded = s.last_committed_batch(self.metadata.table_uuid, writer_id, migrate=False)
-        in_history = last_batch_in_history(self.metadata, writer_id)
-        return max((b for b in (recorded, in_history) if b is not None), default=None)
-
-    def _check_writer_batch(self, idempotency: WriterBatch | tuple[str, int] | None) -> WriterBatch | None:
-        """Validate ``idempotency`` and refuse a known replay before any file is written (PROGRESS-3).
-
-        The commit checks again, under the catalog lock, against what is recorded then.
-        """
-        if idempotency is None:
-            return None
-        writer_batch = WriterBatch.of(idempotency)
-        writer_batch.check(self.last_committed_batch(writer_batch.writer_id), where="checked before writing")
-        return writer_batch
+        return table_commits.last_committed_batch(self, writer_id)
 
     # -- the public commit API -------------------------------------------------------
     @under_write_lease
@@ -406,60 +389,21 @@ class Table:
         :class:`WriteLeaseLostError`, COMMIT-19). On failure the files named in
         ``cleanup_on_failure`` are deleted, unless the outcome of the swap is unknown (COMMIT-11).
         """
-        checkpoint("after-data-files")
-        lease = self._lease()
-        producer = SnapshotProducer(self.io, self.location, change, token=lease.token)
-        added = {f"{self.location}/{f.path}": f.file_size_bytes for f in change.added}
-        try:
-            missing = self.io.missing_or_short(added)
-            if missing:
-                raise CommitFileMissingError(
-                    f"{len(missing)} of the {len(added)} data file(s) this {change.operation} adds to {self.name} "
-                    f"are missing from storage or shorter than written, e.g. {missing[0]}: something deleted them "
-                    "before the commit. Nothing was committed; write the data again")
-            self.metadata, self.metadata_location = commit_table(
-                self.catalog, self.identifier, (self.metadata, self.metadata_location), producer.build,
-                operation=change.operation, snapshot_id=producer.snapshot_id,
-                summary={"operation": change.operation}, token=lease.token, writer_batch=change.writer_batch,
-                lease=lease)
-        except CommitStateUnknownError:
-            raise
-        except BaseException:
-            producer.cleanup()
-            cleanup = [f"{self.location}/{f.path}" for f in cleanup_on_failure]
-            self.io.delete_many(cleanup)
-            lease.settle(cleanup)
-            raise
-        lease.settle(added)
-        snapshot = self.metadata.current_snapshot
-        assert snapshot is not None
-        return snapshot
+        return table_commits.commit_file_change(self, self._lease(), change, cleanup_on_failure=cleanup_on_failure)
 
     @under_write_lease
     def commit_updates(self, updates: Sequence[Update], *, requirements: Sequence[Requirement] = (),
                        operation: str = "update") -> TableMetadata:
         """Commit metadata-only updates (schema, properties, snapshot pointer) guarded by requirements."""
-        def build(base: TableMetadata) -> tuple[list[Update], list[str]]:
-            for requirement in requirements:
-                requirement.check(base)
-            return list(updates), []
-
-        lease = self._lease()
-        self.metadata, self.metadata_location = commit_table(
-            self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation,
-            token=lease.token, lease=lease)
-        return self.metadata
+        build = table_commits.checked_updates(updates, requirements)
+        return table_commits.commit_build(self, self._lease(), build, operation=operation)
 
     @under_write_lease
     def commit_build(self, build: Build, *, operation: str) -> TableMetadata:
         """Commit whatever ``build(base) -> (updates, files written)`` produces, rebuilding on a new base
         when another writer got there first (COMMIT-1..6). Used for metadata-only snapshots such as
         manifest rewrites."""
-        lease = self._lease()
-        self.metadata, self.metadata_location = commit_table(
-            self.catalog, self.identifier, (self.metadata, self.metadata_location), build, operation=operation,
-            token=lease.token, lease=lease)
-        return self.metadata
+        return table_commits.commit_build(self, self._lease(), build, operation=operation)
 
     # -- moving the current snapshot ----------------------------------------------------
     def rollback_to(self, snapshot_id: int) -> Snapshot:
@@ -468,25 +412,11 @@ class Table:
         Raises :class:`ValidationError` if ``snapshot_id`` is not an ancestor of the current
         snapshot (use :meth:`set_current_snapshot` for any retained snapshot).
         """
-        self.refresh()
-        if snapshot_id not in {s.snapshot_id for s in self.metadata.ancestors(self.metadata.current_snapshot_id)}:
-            self.metadata.snapshot_by_id(snapshot_id, table=self.name)  # NoSuchSnapshotError if not retained
-            raise ValidationError(f"snapshot {snapshot_id} is not an ancestor of the current snapshot "
-                                  f"{self.metadata.current_snapshot_id}; use set_current_snapshot")
-        return self._set_current(snapshot_id, "rollback")
+        return table_commits.rollback_to(self, snapshot_id)
 
     def set_current_snapshot(self, snapshot_id: int) -> Snapshot:
         """Make any retained snapshot current, as a commit (MAINT-13, COMMIT-16)."""
-        self.refresh()
-        return self._set_current(snapshot_id, "set-current-snapshot")
-
-    def _set_current(self, snapshot_id: int, operation: str) -> Snapshot:
-        snapshot = self.metadata.snapshot_by_id(snapshot_id, table=self.name)
-        current = self.metadata.current_snapshot_id
-        if current != snapshot_id:  # already current: nothing to commit
-            self.commit_updates([SetCurrentSnapshot(snapshot_id)], requirements=[AssertCurrentSnapshot(current)],
-                                operation=operation)
-        return snapshot
+        return table_commits.set_current_snapshot(self, snapshot_id)
 
     # -- schema and properties ---------------------------------------------------------
     def update_schema(self) -> SchemaUpdate:
