@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -264,6 +264,13 @@ class Catalog:
                     self._detach(con, checkpoint=None if failed else checkpoint)
         finally:
             self._thread_lock.release()
+
+    def take_commit_turn(self, namespace: str, name: str, *, before: Callable[[], None] | None = None) -> bool:
+        """Whether a commit about to be built should be built only in its catalog session, on the pointer read
+        there, rather than first on the writer's cached base. A served catalog's client says so under contention,
+        having taken the table's turn (CATHTTP-25), and calls ``before`` first; a local writer builds first and
+        rebuilds under the lock."""
+        return False
 
     def holds_commit_turn(self, namespace: str, name: str) -> bool:
         """Whether this thread's next swap of the table is surely not raced, so that a refused commit is

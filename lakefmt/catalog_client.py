@@ -41,7 +41,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +76,9 @@ _LEASE_MARGIN = 5.0  # a lease this client took is answered from memory while it
 POINTER_SECONDS = 1.0
 """For this long after this client's own commit, a session's read of the table's pointer answers that commit."""
 REFUSED_POINTER_SECONDS = 0.05
+"""For this long after a refused swap, a session's read of the pointer answers the one the refusal named."""
+CONTENDED_SECONDS = 1.0
+"""For this long after a sign of other writers (a refusal, or a turn someone else held), commits take the turn first."""
 """For this long after a refused swap, a session's read of the pointer answers the one the refusal named."""
 
 
@@ -112,6 +115,7 @@ class RemoteCatalog(Catalog):
         self._own_leases: dict[tuple[str, str, str], tuple[str, float]] = {}
         self._pointers: dict[tuple[str, str], tuple[str, float]] = {}  # -> (location, until when it answers)
         self._turns = HeldTurns()  # CATHTTP-22
+        self._contended: dict[tuple[str, str], float] = {}  # table -> until when its commits take the turn first
         self._memory_lock = threading.Lock()
         config = self._json("GET", "/config")
         self.server = str(config.get("server", ""))
@@ -188,6 +192,36 @@ class RemoteCatalog(Catalog):
                 with contextlib.suppress(LakefmtError):  # unanswered: the turn lapses on its own
                     self._call("POST", f"/namespaces/{_q(namespace)}/tables/{_q(name)}/turn/release",
                                {"turn": ticket}, retry=False)
+
+    def take_commit_turn(self, namespace: str, name: str, *, before: Callable[[], None] | None = None) -> bool:
+        """Under contention, take the table's commit turn before building a commit (CATHTTP-25).
+
+        While other writers were seen recently (:data:`CONTENDED_SECONDS`), a commit built
+        first would most likely be refused and built again in the turn the refusal gives;
+        taking the turn first builds it once, on the pointer the turn names. ``before`` runs
+        before the turn is asked for (the writer makes the files it wrote so far durable, so
+        that the turn is held only for the attempt's own). Otherwise, and from a server
+        without the endpoint, False: the commit is built and sent at once.
+        """
+        key = (namespace, name)
+        with self._memory_lock:
+            contended = time.monotonic() < self._contended.get(key, 0.0)
+        if not contended or self._turns.holds(key) or self.read_only:
+            return False
+        if before is not None:
+            before()
+        status, payload, _ = self._call("POST", f"/namespaces/{_q(namespace)}/tables/{_q(name)}/turn", {})
+        if status != 200 or not isinstance(payload, dict) or not payload.get("turn"):
+            return False  # an older server, or an error the commit itself meets and raises
+        until = self._turns.given(key, str(payload["turn"]), float(payload["turn_seconds"]))
+        self._told(namespace, name, str(payload["current"]), until)
+        if payload.get("waited"):
+            self._saw_contention(key)
+        return True
+
+    def _saw_contention(self, key: tuple[str, str]) -> None:
+        with self._memory_lock:
+            self._contended[key] = time.monotonic() + CONTENDED_SECONDS
 
     def holds_commit_turn(self, namespace: str, name: str) -> bool:
         """Whether this thread holds the table's commit turn, given with a refusal (CATHTTP-22)."""
@@ -355,6 +389,7 @@ class RemoteCatalog(Catalog):
             return True
         if status == 409:
             if isinstance(payload, dict) and payload.get("current"):
+                self._saw_contention((namespace, name))
                 until = time.monotonic() + REFUSED_POINTER_SECONDS
                 if payload.get("turn"):  # no other commit is swapped before this client's next one
                     until = self._turns.given((namespace, name), str(payload["turn"]),

@@ -112,13 +112,16 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
             raise
         return _Attempt(base_location, base, new_meta, new_location, files)
 
-    attempt: _Attempt | None
-    try:
-        attempt = prepare(cached_meta, cached_location)
-    except (CommitConflictError, MissingFileError):
-        # Maybe stale: decide against the current base under the lock. A concurrent snapshot expiry
-        # may have deleted the cached snapshot's manifests (MAINT-5); an append still commits (ROWDEL-10).
-        attempt = None
+    attempt: _Attempt | None = None
+    # A served catalog under contention: built once, in the table's turn (CATHTTP-25), the files written so far
+    # made durable before the turn is asked for, so that it is held only for the attempt's own files.
+    if not catalog.take_commit_turn(namespace, name, before=io.sync):
+        try:
+            attempt = prepare(cached_meta, cached_location)
+        except (CommitConflictError, MissingFileError):
+            # Maybe stale: decide against the current base under the lock. A concurrent snapshot expiry
+            # may have deleted the cached snapshot's manifests (MAINT-5); an append still commits (ROWDEL-10).
+            attempt = None
     for _attempt in range(retries + 1):
         with catalog.session() as session:
             current = session.current_location(namespace, name)

@@ -62,10 +62,11 @@ from lakefmt.service.catalog_models import (
     RenameBody,
     RenewBody,
     TableAnswer,
+    TurnAnswer,
     TurnBody,
     responses,
 )
-from lakefmt.service.commit_turns import CommitTurns
+from lakefmt.service.commit_turns import CommitTurns, KnownPointers
 from lakefmt.service.metrics import ServiceMetrics
 from lakefmt.warehouse_layout import metadata_version
 
@@ -254,6 +255,7 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any], metrics: Servi
 
     # -- commit (CATHTTP-8 .. CATHTTP-10), in the table's turn (CATHTTP-21 .. CATHTTP-24) ------------------
     turns = CommitTurns()
+    pointers = KnownPointers(catalog.catalog_path)  # CATHTTP-25 without a session while nothing else wrote
     if metrics is not None:
         metrics.commits_waiting.set_function(turns.waiting)
 
@@ -264,6 +266,10 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any], metrics: Servi
         writable(f"commit to {namespace}.{name}")
         with turns.request((namespace, name), body.turn) as turn:
             answer = swap(namespace, name, body)
+            if isinstance(answer, CommitAnswer) and not answer.replayed:
+                pointers.remember((namespace, name), body.new)
+            elif isinstance(answer, Refusal) and answer.reason == "moved":
+                pointers.remember((namespace, name), answer.extra["current"])
             if isinstance(answer, Refusal) and answer.reason == "moved" and body.want_turn:
                 turn.keep()  # CATHTTP-22: the rebuilt attempt is the next commit this server swaps
                 if metrics is not None:
@@ -273,6 +279,22 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any], metrics: Servi
         if turn.kept:
             answer.extra.update(turn=turn.ticket, turn_seconds=turns.seconds)
         return not_committed(answer.reason, answer.exc, **answer.extra)
+
+    @router.post("/namespaces/{namespace}/tables/{name}/turn", response_model=TurnAnswer, responses=responses(404))
+    def take_turn(namespace: Name, name: Name) -> TurnAnswer:
+        """CATHTTP-25: the table's turn, once every earlier request is done, with the pointer to build on."""
+        namespace, name = parse_identifier((namespace, name))
+        writable(f"commit to {namespace}.{name}")
+        with turns.request((namespace, name), None) as turn:
+            current = pointers.get((namespace, name))
+            if current is None:
+                with catalog.session() as s:
+                    _, current, _ = s.table_row(namespace, name)
+                pointers.remember((namespace, name), current)
+            turn.keep()
+        if metrics is not None:
+            metrics.commit_turns.inc()
+        return TurnAnswer(turn=turn.ticket, turn_seconds=turns.seconds, current=current, waited=turn.waited)
 
     @router.post("/namespaces/{namespace}/tables/{name}/turn/release", responses=responses(404))
     def release_turn(namespace: Name, name: Name, body: TurnBody) -> dict[str, bool]:

@@ -81,6 +81,15 @@ class CommitBody(Body):
     want_turn: bool = Field(False, description="if refused `moved`, hand this client the table's turn (CATHTTP-22)")
 
 
+class TurnAnswer(BaseModel):
+    """A commit turn taken before building a commit (CATHTTP-25)."""
+
+    turn: str
+    turn_seconds: float
+    current: str = Field(description="the table's current metadata location, to build the commit on")
+    waited: bool = Field(description="whether another request held or waited for the turn (contention)")
+
+
 class TurnBody(Body):
     turn: str = Field(min_length=1, description="a turn given by a refused commit (CATHTTP-22)")
 

@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -46,6 +47,7 @@ class Turn:
     def __init__(self, turns: CommitTurns, key: Key, ticket: str) -> None:
         self._turns, self._key, self.ticket = turns, key, ticket
         self.kept = False
+        self.waited = False  # whether another request held or waited for the turn when this one came
 
     def keep(self) -> None:
         """Hold the turn for the client until its next commit request or the turn's expiry (CATHTTP-22)."""
@@ -85,8 +87,13 @@ class CommitTurns:
         leaving, the turn is released unless :meth:`Turn.keep` was called, in which case it is
         held for the client under a fresh ticket (a ticket is used once).
         """
-        mine = ticket if ticket is not None and self.holder(key) == ticket else self._enter(key)
+        waited = False
+        if ticket is not None and self.holder(key) == ticket:
+            mine = ticket
+        else:
+            mine, waited = self._enter(key)
         turn = Turn(self, key, mine)
+        turn.waited = waited
         try:
             yield turn
         finally:
@@ -113,10 +120,12 @@ class CommitTurns:
             self._cond.notify_all()
             return True
 
-    def _enter(self, key: Key) -> str:
+    def _enter(self, key: Key) -> tuple[str, bool]:
+        """Queue for ``key``'s turn and take it; the ticket, and whether another request was there first."""
         ticket = uuid.uuid4().hex
         with self._cond:
             table = self._tables.setdefault(key, _Table())
+            waited = bool(table.queue) or self._live(table)
             table.queue.append(ticket)
             while table.queue[0] != ticket or self._live(table):
                 wait = table.expires - time.monotonic() if self._live(table) and table.queue[0] == ticket else None
@@ -124,7 +133,7 @@ class CommitTurns:
             table.queue.popleft()
             table.holder, table.expires = ticket, time.monotonic() + self.seconds
             self._cond.notify_all()
-            return ticket
+            return ticket, waited
 
     def _forget_if_idle(self, key: Key, table: _Table) -> None:
         if table.holder is None and not table.queue:
@@ -133,3 +142,52 @@ class CommitTurns:
     @staticmethod
     def _live(table: _Table) -> bool:
         return table.holder is not None and time.monotonic() < table.expires
+
+
+class KnownPointers:
+    """The pointer of each table as this server last read or swapped it, while the catalog file is unchanged.
+
+    A turn taken before a commit is built (CATHTTP-25) names the table's pointer. Reading it
+    costs a session of the catalog file (lock, attach, query, detach: a few milliseconds, on
+    the path every commit of a busy table waits for). The server reads or swaps each pointer
+    itself, so it remembers it, together with the size and modification time of the catalog
+    file and of its write-ahead log right after that session. As long as both are unchanged,
+    no other session wrote the file, and the remembered pointer is current. Another process or
+    request that wrote the file changes them, and the pointer is read again. A stale answer is
+    still only a hint: the swap decides (CATHTTP-24), so it would cost one refused commit.
+    """
+
+    def __init__(self, catalog_path: str) -> None:
+        self._files = (catalog_path, catalog_path + ".wal")
+        self._lock = threading.Lock()
+        self._known: dict[Key, tuple[str, tuple[tuple[int, int, int], ...]]] = {}
+
+    def _signature(self) -> tuple[tuple[int, int, int], ...]:
+        out = []
+        for path in self._files:
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                out.append((0, 0, 0))
+            else:
+                out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def get(self, key: Key) -> str | None:
+        """The table's pointer if nothing wrote the catalog file since it was remembered, else None."""
+        with self._lock:
+            known = self._known.get(key)
+        return known[0] if known is not None and known[1] == self._signature() else None
+
+    def remember(self, key: Key, pointer: str) -> None:
+        """Call right after the session that read or swapped ``pointer`` ended."""
+        signature = self._signature()
+        with self._lock:
+            self._known[key] = (pointer, signature)
+
+    def forget(self, key: Key | None = None) -> None:
+        with self._lock:
+            if key is None:
+                self._known.clear()
+            else:
+                self._known.pop(key, None)

@@ -149,3 +149,72 @@ def test_a_client_rebuilds_a_refused_append_at_once_in_its_turn(serve):
     with a.session():
         pass
     assert not a.holds_commit_turn("ops", "events")
+
+
+def test_a_turn_taken_before_building_names_the_pointer_and_orders_the_commits(serve):
+    """CATHTTP-25: POST .../turn waits for the table's turn and answers the pointer to build on; a second
+    request waits until the holder's commit, and then names that commit's pointer and that it waited."""
+    served = serve()
+    http, catalog = served.http, served.catalog
+    t = catalog.create_table("ops.events", schema=SCHEMA)
+    base = catalog.current_metadata_location("ops.events")
+    status, first = http.post(P + "/namespaces/ops/tables/events/turn", {})
+    assert status == 200 and (first["current"], first["waited"]) == (base, False) and first["turn_seconds"] > 0
+
+    def waiting() -> float:
+        return metric_samples(http.get("/metrics")[1])[("lakefmt_catalog_commits_waiting", ())]
+
+    second: list[tuple[int, Any]] = []
+    thread = in_thread(lambda: second.append(http.post(P + "/namespaces/ops/tables/events/turn", {})))
+    until(lambda: waiting() == 1, "the second turn request waits")
+    new = next_metadata(t)
+    assert http.post(P + "/namespaces/ops/tables/events/commit",
+                     commit_body(base, new, turn=first["turn"]))[1]["committed"] is True
+    thread.join(30)
+    [(status, answer)] = second
+    assert status == 200 and (answer["current"], answer["waited"]) == (new, True)
+    assert http.post(P + "/namespaces/ops/tables/events/turn/release", {"turn": answer["turn"]}) == (
+        200, {"released": True})
+    assert http.post(P + "/namespaces/nope/tables/events/turn", {})[1]["error"] == "NoSuchTableError"
+
+
+def test_known_pointers_are_trusted_only_while_the_catalog_file_is_unchanged(tmp_path):
+    """CATHTTP-25's pointer without a session: remembered after the server's own session, forgotten as soon as
+    any session writes the catalog file (here another process's view: a second Catalog object)."""
+    from lakefmt.service.commit_turns import KnownPointers
+
+    catalog = lakefmt.Catalog(str(tmp_path / "wh"), create=True)
+    t = catalog.create_table("ops.events", schema=SCHEMA)
+    known = KnownPointers(catalog.catalog_path)
+    pointer = catalog.current_metadata_location("ops.events")
+    known.remember(KEY, pointer)
+    assert known.get(KEY) == pointer and known.get(("ops", "other")) is None
+    other = lakefmt.Catalog(str(tmp_path / "wh"))
+    other.load_table("ops.events").append(pa.table({"id": [1], "name": ["x"]}, schema=SCHEMA))
+    assert known.get(KEY) is None  # the file changed: read the pointer again
+    t.refresh()
+    assert t.metadata_location != pointer
+
+
+def test_a_client_under_contention_takes_the_turn_before_building(serve):
+    """The client (CATHTTP-25): after a refusal it takes the turn first for its next commits, so they are built
+    once and never refused; without contention it sends the commit at once."""
+    served = serve()
+    served.catalog.create_table("ops.events", schema=SCHEMA)
+    a = lakefmt.Catalog(served.http.url, token=served.http.token)
+    b = lakefmt.Catalog(served.http.url, token=served.http.token)
+    assert not a.take_commit_turn("ops", "events")  # no contention seen
+    stale = a.load_table("ops.events")
+    b.load_table("ops.events").append(pa.table({"id": [1], "name": ["b"]}, schema=SCHEMA))
+    a._told("ops", "events", stale.metadata_location, time.monotonic() + 60)
+    stale.append(pa.table({"id": [2], "name": ["a"]}, schema=SCHEMA))  # refused once: contention seen
+    turns = metric_samples(served.http.get("/metrics")[1])[("lakefmt_catalog_commit_turns_total", ())]
+    called: list[bool] = []
+    assert a.take_commit_turn("ops", "events", before=lambda: called.append(True)) and called == [True]
+    assert a.holds_commit_turn("ops", "events")
+    with a.session():  # a turn held and not used in a session is given back
+        pass
+    stale.append(pa.table({"id": [3], "name": ["a"]}, schema=SCHEMA))  # built in a turn taken first
+    samples = metric_samples(served.http.get("/metrics")[1])
+    assert samples[("lakefmt_catalog_commit_turns_total", ())] == turns + 2
+    assert rows(served.catalog.load_table("ops.events").scan().to_arrow()) == [(1, "b"), (2, "a"), (3, "a")]
