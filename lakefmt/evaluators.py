@@ -1,13 +1,9 @@
-"""Evaluating bound filters: pruning with partitions and statistics, and row filters.
+"""Evaluating bound filters on metadata: pruning with partitions and statistics, residual filters.
 
 Spec: spec/expressions.md, and spec/reading.md READ-7 (projection), READ-8 (semantics),
 READ-10 (conservative pruning, NaN).
 
-* EXPR-6  NOT is pushed onto the leaves first (De Morgan; ``NOT x < 5`` -> ``x >= 5``,
-  ``NOT x IS NULL`` -> ``x IS NOT NULL``, IN <-> NOT IN, starts_with <-> not_starts_with).
-  On float/double columns an ordering comparison negates to ``x >= 5 OR isnan(x)``, since
-  NaN makes ``x < 5`` FALSE and so ``NOT x < 5`` TRUE (READ-8). The result is equivalent
-  to the original under SQL three-valued logic, NULLs included.
+* EXPR-6  Every evaluator works on the filter after NOT push-down (:mod:`lakefmt.negation`).
 * EXPR-7  Inclusive projection onto partition fields: the projected predicate holds for every
   partition that may contain a matching row (identity: same predicate; order-preserving
   transforms: bounds; bucket: = and IN only; else TRUE).
@@ -18,15 +14,13 @@ READ-10 (conservative pruning, NaN).
   ``NOT IN`` (which NaN satisfies) never do.
 * EXPR-9  Strict evaluation: ``StrictMetricsEvaluator.must_match`` is True only if every row of
   the file satisfies the filter (identity partition values decide exactly).
-* EXPR-10 Row filters: ``to_arrow_expression`` selects exactly the rows where the filter is TRUE
-  (EXPR-5); a column missing from a file reads as all null. ``row_mask`` computes the same
-  selection with compute kernels directly (no query plan per call), comparing
-  dictionary-encoded columns on their dictionary.
-  ``matching_positions`` returns the same rows as row numbers, evaluating an AND term by term
-  on the rows still selected.
 * READ-13 Residual filters: ``residual`` drops from a filter the leaves a file's statistics
   decide for every row of the file, so a reader evaluates (and reads the columns of) only the rest;
   ``Residuals`` does it for the many files of a scan.
+
+Row filters over Arrow data (EXPR-10: ``to_arrow_expression``, ``row_mask``,
+``matching_positions``) live in :mod:`lakefmt.row_filters` and are re-exported here, as is
+``rewrite_not``.
 """
 
 from __future__ import annotations
@@ -34,18 +28,14 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakefmt.conversions import from_bytes
 from lakefmt.errors import FilterError, ValidationError
 from lakefmt.expressions import (
     ALWAYS_FALSE,
     ALWAYS_TRUE,
-    NEGATED_OP,
     AlwaysFalse,
     AlwaysTrue,
     And,
@@ -53,71 +43,33 @@ from lakefmt.expressions import (
     Expression,
     Not,
     Or,
-    Predicate,
     and_,
     bind,
-    operands,
     or_,
-    referenced_field_ids,
 )
 from lakefmt.manifest import DataFile, ManifestFile
+from lakefmt.negation import FLOATS as _FLOATS
+from lakefmt.negation import rewrite_not
 from lakefmt.partitioning import PartitionField, PartitionSpec
+from lakefmt.row_filters import matching_positions, row_mask, to_arrow_expression
 from lakefmt.schema import Schema
 from lakefmt.types import LakeType
 
-_FLOATS = frozenset({"float", "double"})
-_ORDERING = frozenset({"lt", "le", "gt", "ge"})
+__all__ = ["ManifestEvaluator", "MetricsEvaluator", "PartitionEvaluator", "Residuals", "StrictMetricsEvaluator",
+           "decode_bound", "eval_leaf", "matching_positions", "project_inclusive", "residual", "rewrite_not",
+           "row_mask", "to_arrow_expression"]
+
 _INTEGRAL_RANGE = {"int": (-2**31, 2**31 - 1), "date": (-2**31, 2**31 - 1),
                    "long": (-2**63, 2**63 - 1), "timestamp": (-2**63, 2**63 - 1),
                    "timestamptz": (-2**63, 2**63 - 1)}
 
 
-# -- NOT push-down (EXPR-6) ---------------------------------------------------------------------
 
-def rewrite_not(expr: Expression) -> Expression:
-    """An equivalent expression without Not nodes (EXPR-6); AND/OR chains come out balanced (EXPR-11)."""
-    if isinstance(expr, Not):
-        return _negate(expr.child)
-    if isinstance(expr, And):
-        return and_(*(rewrite_not(e) for e in operands(expr, And)))
-    if isinstance(expr, Or):
-        return or_(*(rewrite_not(e) for e in operands(expr, Or)))
-    return expr
-
-
-def _negate(expr: Expression) -> Expression:
-    if isinstance(expr, AlwaysTrue):
-        return ALWAYS_FALSE
-    if isinstance(expr, AlwaysFalse):
-        return ALWAYS_TRUE
-    if isinstance(expr, Not):
-        return rewrite_not(expr.child)
-    if isinstance(expr, And):
-        return or_(*(_negate(e) for e in operands(expr, And)))
-    if isinstance(expr, Or):
-        return and_(*(_negate(e) for e in operands(expr, Or)))
-    if isinstance(expr, BoundPredicate) and expr.type.name in _FLOATS and expr.op in _ORDERING:
-        nan = BoundPredicate("is_nan", expr.field_id, expr.name, expr.type)
-        return Or(replace(expr, op=NEGATED_OP[expr.op]), nan)
-    if isinstance(expr, (BoundPredicate, Predicate)):
-        return replace(expr, op=NEGATED_OP[expr.op])
-    raise FilterError(f"cannot negate {expr!r}")
-
+# -- NOT push-down (EXPR-6, lakefmt.negation) ----------------------------------------------------
 
 def _prepare(expr: Expression | str | None, schema: Schema) -> Expression:
     return rewrite_not(bind(expr, schema))
 
-
-def _require_bound(expr: Expression) -> Expression:
-    expr = rewrite_not(expr)
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Predicate):
-            raise FilterError(f"predicate {e} is not bound; call lakefmt.expressions.bind first")
-        if isinstance(e, (And, Or)):
-            stack += (e.left, e.right)
-    return expr
 
 
 # -- exact evaluation on concrete values ----------------------------------------------------------
@@ -507,214 +459,3 @@ class Residuals:
             return ALWAYS_TRUE if verdict == 1 else ALWAYS_FALSE if verdict == 0 else e
 
         return walk(self.expr)
-
-
-# -- row filter (EXPR-10) ----------------------------------------------------------------------------
-
-def to_arrow_expression(expr: Expression, column_name: Callable[[int], str | None]) -> pc.Expression:
-    """A pyarrow filter selecting exactly the rows where the bound ``expr`` is TRUE (EXPR-10).
-
-    ``column_name(field_id)`` names the column in the data being filtered, or returns None if the
-    data lacks it (it then reads as all null). Columns must already have the table's Arrow types.
-    """
-    return _to_arrow(_require_bound(expr), column_name, 0)
-
-
-# Arrow flattens a run of nested and_kleene (or or_kleene) calls into one chain and walks it
-# recursively: about 9,000 terms overflow an 8 MiB stack and crash the process. Every
-# _BARRIER_LEVELS levels of the (balanced) tree, a node is written in an equivalent form that
-# Arrow does not flatten, so no run is longer than 2**_BARRIER_LEVELS terms (EXPR-11).
-_BARRIER_LEVELS = 6
-
-
-def _kleene_and(a: pc.Expression, b: pc.Expression, barrier: bool) -> pc.Expression:
-    if not barrier:
-        return a & b
-    return pc.and_not_kleene(a, pc.invert(b))  # a AND NOT (NOT b)
-
-
-def _kleene_or(a: pc.Expression, b: pc.Expression, barrier: bool) -> pc.Expression:
-    if not barrier:
-        return a | b
-    return pc.invert(pc.and_not_kleene(pc.invert(a), b))  # NOT (NOT a AND NOT b)
-
-
-def _to_arrow(expr: Expression, column_name: Callable[[int], str | None], level: int) -> pc.Expression:
-    if isinstance(expr, AlwaysTrue):
-        return pc.scalar(True)
-    if isinstance(expr, AlwaysFalse):
-        return pc.scalar(False)
-    if isinstance(expr, (And, Or)):
-        left = _to_arrow(expr.left, column_name, level + 1)
-        right = _to_arrow(expr.right, column_name, level + 1)
-        barrier = level % _BARRIER_LEVELS == _BARRIER_LEVELS - 1
-        return (_kleene_and if isinstance(expr, And) else _kleene_or)(left, right, barrier)
-    if not isinstance(expr, BoundPredicate):
-        raise FilterError(f"cannot translate {expr!r}")
-    name = column_name(expr.field_id)
-    op = expr.op
-    if name is None:
-        return pc.scalar(op == "is_null")
-    field = pc.field(name)
-    if op == "is_null":
-        return field.is_null()
-    if op == "not_null":
-        return field.is_valid()
-    if op in ("is_nan", "not_nan"):
-        nan = pc.is_nan(field)  # NULL for NULL
-        return nan if op == "is_nan" else ~nan
-    atype = expr.type.to_arrow()
-    if op in ("in", "not_in"):
-        values = list(expr.literals)
-        if pa.types.is_floating(atype) and any(v == 0.0 for v in values):
-            # isin hashes values, so -0.0 and 0.0 differ there; IEEE 754 says they are equal (EXPR-5).
-            values += [0.0, -0.0]
-        member = field.isin(pa.array(values, type=atype))
-        return member if op == "in" else field.is_valid() & ~member
-    if op in ("starts_with", "not_starts_with"):
-        match = pc.starts_with(field, pattern=expr.literal)
-        return match if op == "starts_with" else field.is_valid() & ~match
-    lit = pc.scalar(pa.scalar(expr.literal, type=atype))
-    if op == "eq":
-        return field == lit
-    if op == "ne":
-        return field != lit
-    if op == "lt":
-        return field < lit
-    if op == "le":
-        return field <= lit
-    if op == "gt":
-        return field > lit
-    return field >= lit
-
-
-def row_mask(expr: Expression, data: pa.Table, column_name: Callable[[int], str | None], *,
-             prepared: bool = False) -> pa.ChunkedArray:
-    """A boolean mask without nulls, True exactly for the rows of ``data`` where ``expr`` is TRUE (EXPR-10).
-
-    The rows are those ``data.filter(to_arrow_expression(expr, column_name))`` keeps, but the
-    kernels run directly rather than through a query plan, which costs about a millisecond per
-    call. After NOT push-down (EXPR-6) a row satisfies an AND or OR exactly when its operands are
-    (both, either) TRUE, so each node only needs the rows where it is TRUE: an AND whose left
-    side is TRUE nowhere skips its right side. A dictionary-encoded column is compared on its
-    dictionary, and the result taken through the indices. Columns must have the table's Arrow
-    types, or be dictionaries of them. ``prepared``: ``expr`` is already bound and NOT-free.
-    """
-    if not prepared:
-        expr = _require_bound(expr)
-    n = data.num_rows
-
-    def evaluate(e: Expression) -> pa.ChunkedArray | bool:
-        if isinstance(e, (AlwaysTrue, AlwaysFalse)):
-            return isinstance(e, AlwaysTrue)
-        if isinstance(e, (And, Or)):
-            is_and = isinstance(e, And)
-            left = evaluate(e.left)
-            if isinstance(left, bool):
-                return evaluate(e.right) if left == is_and else left
-            if is_and and not pc.any(left).as_py():
-                return left
-            right = evaluate(e.right)
-            if isinstance(right, bool):
-                return left if right == is_and else right
-            return pc.and_kleene(left, right) if is_and else pc.or_kleene(left, right)
-        if not isinstance(e, BoundPredicate):
-            raise FilterError(f"cannot evaluate {e!r}")
-        name = column_name(e.field_id)
-        if name is None:
-            return e.op == "is_null"  # a column the data lacks reads as all null
-        column = data.column(name)
-        if not pa.types.is_dictionary(column.type):
-            return _leaf_mask(e, column)
-        chunks = []
-        for chunk in column.chunks:
-            if e.op not in _DICTIONARY_OPS:
-                chunks.append(_leaf_mask(e, chunk.dictionary_decode()))
-                continue
-            per_value = _no_nulls(_leaf_mask(e, chunk.dictionary))
-            chunks.append(_no_nulls(pc.take(per_value, chunk.indices)))  # a null index: not TRUE
-        return pa.chunked_array(chunks, pa.bool_())
-
-    result = evaluate(expr)
-    if isinstance(result, bool):
-        return pa.chunked_array([pa.repeat(pa.scalar(result), n)])
-    return _no_nulls(result)
-
-
-def _no_nulls(mask: Any) -> Any:
-    """NULL as FALSE (a mask without nulls is returned as it is: most are)."""
-    return pc.fill_null(mask, False) if mask.null_count else mask
-
-
-def matching_positions(expr: Expression, data: pa.Table, column_name: Callable[[int], str | None], *,
-                       prepared: bool = False) -> pa.Array:
-    """The row numbers (ascending) of the rows of ``data`` where ``expr`` is TRUE: the rows ``row_mask`` selects.
-
-    An AND is evaluated one term at a time: the first term on every row, each next one only on
-    the rows still selected, taken from ``data``, once they are few. A row satisfies a NOT-free
-    AND exactly when it satisfies every term (EXPR-5), so evaluating a term on fewer rows never
-    changes which rows are returned, and a selective first term (``payload_id = 1234``) spares
-    evaluating the others on every row. Equalities are evaluated first, then the other terms,
-    each group in the filter's order. ``prepared``: ``expr`` is already bound and NOT-free.
-    """
-    if not prepared:
-        expr = _require_bound(expr)
-    n = data.num_rows
-    terms = operands(expr, And)
-    if len(terms) > 1:
-        terms = sorted(terms, key=_term_cost)
-    positions = pc.indices_nonzero(row_mask(terms[0], data, column_name, prepared=True))
-    for term in terms[1:]:
-        if len(positions) == 0:
-            break
-        columns = [c for c in (column_name(fid) for fid in sorted(referenced_field_ids(term))) if c is not None]
-        if columns and len(positions) * _SPARSE < n:  # few rows left: evaluate the term on those rows only
-            keep = row_mask(term, data.select(columns).take(positions), column_name, prepared=True)
-        else:
-            keep = pc.take(row_mask(term, data, column_name, prepared=True), positions)
-        positions = pc.filter(positions, keep.combine_chunks() if isinstance(keep, pa.ChunkedArray) else keep)
-    return positions
-
-
-# A term is evaluated on the rows still selected, rather than on every row, once they are fewer
-# than one in _SPARSE: taking them costs about what evaluating a term on every row does.
-_SPARSE = 8
-
-
-def _term_cost(term: Expression) -> int:
-    """Equalities first (most selective, cheapest to evaluate), then anything else (sort is stable)."""
-    return 0 if isinstance(term, BoundPredicate) and term.op in ("eq", "in") else 1
-
-
-# Leaves whose TRUE rows are exactly the rows whose dictionary value satisfies them: a null
-# index then yields null, which is not TRUE, as the leaf is not TRUE on a NULL value.
-_DICTIONARY_OPS = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "in", "not_in", "starts_with",
-                             "not_starts_with"})
-
-
-def _leaf_mask(pred: BoundPredicate, column: Any) -> Any:
-    """The leaf's Kleene value per row, with the kernels ``_to_arrow`` names."""
-    op = pred.op
-    if op == "is_null":
-        return pc.is_null(column)
-    if op == "not_null":
-        return pc.is_valid(column)
-    if op in ("is_nan", "not_nan"):
-        nan = pc.is_nan(column)
-        return nan if op == "is_nan" else pc.invert(nan)
-    atype = pred.type.to_arrow()
-    if op in ("in", "not_in"):
-        values = list(pred.literals)
-        if pa.types.is_floating(atype) and any(v == 0.0 for v in values):
-            values += [0.0, -0.0]  # as in _to_arrow: isin hashes -0.0 and 0.0 apart (EXPR-5)
-        member = pc.is_in(column, value_set=pa.array(values, type=atype))
-        return member if op == "in" else pc.and_kleene(pc.is_valid(column), pc.invert(member))
-    if op in ("starts_with", "not_starts_with"):
-        match = pc.starts_with(column, pattern=pred.literal)
-        return match if op == "starts_with" else pc.and_kleene(pc.is_valid(column), pc.invert(match))
-    lit = pa.scalar(pred.literal, type=atype)
-    return _COMPARE[op](column, lit)
-
-
-_COMPARE = {"eq": pc.equal, "ne": pc.not_equal, "lt": pc.less, "le": pc.less_equal, "gt": pc.greater,
-            "ge": pc.greater_equal}

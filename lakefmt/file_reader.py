@@ -8,6 +8,11 @@ pages of the other columns that hold matching rows (READ-15), and drops the rows
 deletion vector deletes (READ-14). :func:`read_data_file` reads one file.
 :mod:`lakefmt.scan` plans which files to read.
 
+A read is two steps around evaluating the filter: :meth:`FileReader.start` opens and checks
+the file and reads the residual filter's columns, :meth:`FileReader.finish` reads the other
+columns of the matching rows. :meth:`FileReader.read` evaluates the filter on the one file
+between them; :mod:`lakefmt.file_batches` evaluates it over many files at once (READ-16).
+
 Most of what reading a file costs beyond decoding is per file, so the reader keeps it
 small: how a file's columns map to the table's fields is worked out once per distinct
 file schema of the scan (:class:`Layout`), not once per file; a small file is read with
@@ -17,7 +22,8 @@ one request (:data:`WHOLE_FILE_BYTES`).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +92,22 @@ class _FilterColumns:
     rest: tuple[Field, ...]
 
 
+@dataclass(frozen=True)
+class PendingFile:
+    """A data file whose filter columns are read, waiting for its filter to be evaluated (see
+    :meth:`FileReader.start`); ``source`` is open until the caller closes it."""
+
+    location: str
+    source: Any
+    parquet: pq.ParquetFile
+    layout: Layout
+    groups: list[int] | None  # the row groups read (all when None), READ-11
+    row_filter: Expression  # the file's residual filter (READ-13), NOT-free, never TRUE or FALSE
+    columns: _FilterColumns
+    keys: pa.Table  # the residual's columns, of the rows of ``groups``
+    live: pa.ChunkedArray | None  # the rows of ``groups`` no deletion vector deletes (READ-14)
+
+
 class FileReader:
     """Reads data files for one scan: the per-scan work (schemas, evaluators) is done once (READ-6..READ-15).
 
@@ -112,6 +134,7 @@ class FileReader:
         # for whole files, a copy for nothing when a filtered read of a local file takes a few columns.
         self.pre_buffer = self.unfiltered or not self.local
         self._names = {f.id: f.name for f in table_schema.fields}
+        self.column_name = self._names.get  # a field id's column in the keys read (EXPR-10)
         self._columns: dict[int, tuple[Expression, _FilterColumns]] = {}
         self._layouts: list[Layout] = []
         self._dictionary_names = [] if self.unfiltered else sorted(
@@ -126,61 +149,118 @@ class FileReader:
         (strings as dictionaries), only from the row groups that might match (READ-11), and
         the leaves ``data_file``'s statistics decide are not evaluated (READ-13).
         """
-        try:
-            with self._input(location, data_file) as source:
-                parquet = self._open(source)
-                layout = self._layout(parquet, location, expected_rows)
-                rows = parquet.metadata.num_rows
-                if self.metrics is None:
-                    return _constant_mask(rows, True)
-                remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
-                if isinstance(remaining, (AlwaysTrue, AlwaysFalse)):
-                    return _constant_mask(rows, isinstance(remaining, AlwaysTrue))
-                groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
-                if groups is not None and not groups:
-                    return _constant_mask(rows, False)
-                columns = self._filter_columns(remaining)
-                keys = read_fields(parquet, layout, groups, columns.filter_fields, location, keep_dictionary=True)
-                mask = row_mask(remaining, keys, self._names.get)
-                if groups is None:
-                    return mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
-                return _scatter_groups(parquet, groups, mask)
-        except FileNotFoundError as exc:
-            raise CorruptDataFileError(f"data file {location} is referenced by the table but missing "
-                                       "(READ-10); restore it from a copy") from exc
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise CorruptDataFileError(f"data file {location} is not a readable Parquet file (READ-10): {exc}; "
-                                       "restore the file the table wrote") from exc
+        with _read_errors(location), self._input(location, data_file) as source:
+            parquet = self._open(source)
+            layout = self._layout(parquet, location, expected_rows)
+            rows = parquet.metadata.num_rows
+            if self.metrics is None:
+                return _constant_mask(rows, True)
+            remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
+            if isinstance(remaining, (AlwaysTrue, AlwaysFalse)):
+                return _constant_mask(rows, isinstance(remaining, AlwaysTrue))
+            groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
+            if groups is not None and not groups:
+                return _constant_mask(rows, False)
+            columns = self._filter_columns(remaining)
+            keys = read_fields(parquet, layout, groups, columns.filter_fields, location, keep_dictionary=True)
+            mask = row_mask(remaining, keys, self._names.get)
+            if groups is None:
+                return mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
+            return _scatter_groups(parquet, groups, mask)
 
     def read(self, location: str, *, expected_rows: int | None = None, data_file: DataFile | None = None
              ) -> pa.Table:
         """The rows of one data file that match the filter, with the projected columns (see read_data_file)."""
+        step = self.start(location, expected_rows=expected_rows, data_file=data_file)
+        if isinstance(step, pa.Table):
+            return step
         try:
-            with self._input(location, data_file) as source:
-                parquet = self._open(source)
-                layout = self._layout(parquet, location, expected_rows)
-                live = self._live_rows(location, data_file)
-                threads = self.column_threads and (data_file is None or data_file.file_size_bytes > WHOLE_FILE_BYTES)
-                if self.metrics is None:
-                    return _keep(read_fields(parquet, layout, None, self.projected.fields, location, self.output,
-                                            use_threads=threads), live)
-                remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
-                if isinstance(remaining, AlwaysFalse):
-                    return self.output.empty_table()
-                groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
-                if groups is not None and not groups:
-                    return self.output.empty_table()
-                live = None if live is None else _rows_of_groups(parquet, groups, live)
-                if isinstance(remaining, AlwaysTrue):
-                    return _keep(read_fields(parquet, layout, groups, self.projected.fields, location, self.output,
-                                            use_threads=threads), live)
-                return self._read_filtered(parquet, layout, source, groups, remaining, location, live)
-        except FileNotFoundError as exc:
-            raise CorruptDataFileError(f"data file {location} is referenced by the table but missing "
-                                       "(READ-10); restore it from a copy") from exc
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise CorruptDataFileError(f"data file {location} is not a readable Parquet file (READ-10): {exc}; "
-                                       "restore the file the table wrote") from exc
+            with _read_errors(location):
+                return self.finish(step, self.matching_positions(step))
+        finally:
+            step.source.close()
+
+    def start(self, location: str, *, expected_rows: int | None = None, data_file: DataFile | None = None
+              ) -> pa.Table | PendingFile:
+        """A file's rows when its statistics decide them, else the file with its filter columns read.
+
+        The file is checked (READ-12), its row groups skipped (READ-11) and the filter reduced to
+        its residual (READ-13). A :class:`PendingFile` still holds the open file: the caller
+        evaluates the filter on its keys (alone, or batched with other files' keys), passes the
+        matching positions to :meth:`finish`, and closes ``source``.
+        """
+        with _read_errors(location):
+            source = self._input(location, data_file)
+            try:
+                step = self._start(source, location, expected_rows, data_file)
+            except BaseException:
+                source.close()
+                raise
+            if isinstance(step, pa.Table):
+                source.close()
+            return step
+
+    def _start(self, source: Any, location: str, expected_rows: int | None, data_file: DataFile | None
+               ) -> pa.Table | PendingFile:
+        parquet = self._open(source)
+        layout = self._layout(parquet, location, expected_rows)
+        live = self._live_rows(location, data_file)
+        threads = self.column_threads and (data_file is None or data_file.file_size_bytes > WHOLE_FILE_BYTES)
+        if self.metrics is None:
+            return _keep(read_fields(parquet, layout, None, self.projected.fields, location, self.output,
+                                     use_threads=threads), live)
+        remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
+        if isinstance(remaining, AlwaysFalse):
+            return self.output.empty_table()
+        groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
+        if groups is not None and not groups:
+            return self.output.empty_table()
+        live = None if live is None else _rows_of_groups(parquet, groups, live)
+        if isinstance(remaining, AlwaysTrue):
+            return _keep(read_fields(parquet, layout, groups, self.projected.fields, location, self.output,
+                                     use_threads=threads), live)
+        columns = self._filter_columns(remaining)
+        keys = read_fields(parquet, layout, groups, columns.filter_fields, location, keep_dictionary=True)
+        return PendingFile(location, source, parquet, layout, groups, remaining, columns, keys, live)
+
+    def matching_positions(self, pending: PendingFile) -> pa.Array:
+        """The row numbers (ascending, over the rows of its row groups read) of ``pending``'s keys where
+        its residual filter is TRUE (READ-8, EXPR-10)."""
+        return matching_positions(pending.row_filter, pending.keys, self._names.get, prepared=True)
+
+    def finish(self, pending: PendingFile, positions: pa.Array) -> pa.Table:
+        """The projected columns of the rows of ``pending`` numbered ``positions`` (where its filter is
+        TRUE) that no deletion vector deletes: filter columns first, then the rest (READ-8, READ-14).
+
+        String columns of the filter come as dictionaries where the file was opened so (see
+        ``_open``). Only the row groups, and of wide columns only the pages, holding one of the
+        rows are read (READ-15).
+        """
+        with _read_errors(pending.location):
+            return self._finish(pending, positions)
+
+    def _finish(self, pending: PendingFile, positions: pa.Array) -> pa.Table:
+        live, keys, columns = pending.live, pending.keys, pending.columns
+        if live is not None and len(positions):
+            keep = pc.take(live, positions)
+            positions = pc.filter(positions, keep.combine_chunks() if isinstance(keep, pa.ChunkedArray) else keep)
+        if len(positions) == 0:
+            return self.output.empty_table()
+        parquet, layout, groups, location = pending.parquet, pending.layout, pending.groups, pending.location
+        rest = columns.rest
+        others = None
+        if len(positions) == keys.num_rows:
+            matched = keys
+            if rest:
+                others = read_fields(parquet, layout, groups, rest, location)
+        else:
+            matched = keys.take(positions)
+            if rest:
+                others = self._read_rows(parquet, layout, pending.source, groups, rest, location, positions)
+        arrays = [matched.column(f.name) if f.id in columns.filter_ids else others.column(f.name)  # type: ignore[union-attr]
+                  for f in self.projected.fields]
+        table = pa.Table.from_arrays(arrays, names=self.output.names)
+        return table if table.schema == self.output else table.cast(self.output)
 
     def _input(self, location: str, data_file: DataFile | None) -> Any:
         """The file, opened; a small local file is read whole first (see :data:`WHOLE_FILE_BYTES`)."""
@@ -237,37 +317,6 @@ class FileReader:
                 self._columns[id(row_filter)] = found  # the remainder kept alive, so its id names it
         return found[1]
 
-    def _read_filtered(self, parquet: pq.ParquetFile, layout: Layout, source: Any, groups: list[int] | None,
-                       row_filter: Expression, location: str, live: pa.ChunkedArray | None = None) -> pa.Table:
-        """The rows of ``groups`` that match ``row_filter``: filter columns first, then the rest (READ-8).
-
-        String columns of the filter come as dictionaries where the file was opened so (see
-        ``_open``) and are compared on their dictionary (EXPR-10). ``live`` marks the rows of
-        ``groups`` that no deletion vector deletes (READ-14).
-        """
-        columns = self._filter_columns(row_filter)
-        keys = read_fields(parquet, layout, groups, columns.filter_fields, location, keep_dictionary=True)
-        positions = matching_positions(row_filter, keys, self._names.get, prepared=True)
-        if live is not None and len(positions):
-            keep = pc.take(live, positions)
-            positions = pc.filter(positions, keep.combine_chunks() if isinstance(keep, pa.ChunkedArray) else keep)
-        if len(positions) == 0:
-            return self.output.empty_table()
-        rest = columns.rest
-        others = None
-        if len(positions) == keys.num_rows:
-            matched = keys
-            if rest:
-                others = read_fields(parquet, layout, groups, rest, location)
-        else:
-            matched = keys.take(positions)
-            if rest:
-                others = self._read_rows(parquet, layout, source, groups, rest, location, positions)
-        arrays = [matched.column(f.name) if f.id in columns.filter_ids else others.column(f.name)  # type: ignore[union-attr]
-                  for f in self.projected.fields]
-        table = pa.Table.from_arrays(arrays, names=self.output.names)
-        return table if table.schema == self.output else table.cast(self.output)
-
     def _read_rows(self, parquet: pq.ParquetFile, layout: Layout, source: Any, groups: list[int] | None,
                    fields: Sequence[Field], location: str, positions: pa.Array) -> pa.Table:
         """``fields`` of the rows numbered ``positions`` (ascending, over the rows of ``groups``): only
@@ -279,7 +328,7 @@ class FileReader:
         for g in groups:
             starts.append(start)
             start += footer.row_group(g).num_rows
-        ends = [bisect.bisect_left(_Values(positions), s) for s in starts[1:]] + [len(positions)]
+        ends = [bisect.bisect_left(IntValues(positions), s) for s in starts[1:]] + [len(positions)]
         bounds = [0] + ends[:-1]
         hit = [i for i in range(len(groups)) if ends[i] > bounds[i]]
         parts, offset = [], 0
@@ -324,7 +373,7 @@ class FileReader:
         return pq.ParquetFile(pa.BufferReader(buffer), metadata=footer, pre_buffer=False)
 
 
-class _Values:
+class IntValues:
     """An ascending Arrow array as a sequence of Python ints, for :func:`bisect.bisect_left`."""
 
     def __init__(self, array: pa.Array) -> None:
@@ -373,3 +422,16 @@ def _scatter_groups(parquet: pq.ParquetFile, groups: list[int], mask: pa.Chunked
 def _keep(table: pa.Table, live: pa.Array | pa.ChunkedArray | None) -> pa.Table:
     """The rows of ``table`` that ``live`` keeps (all without a mask, READ-14)."""
     return table if live is None else table.filter(live)
+
+
+@contextmanager
+def _read_errors(location: str) -> Iterator[None]:
+    """A missing or unreadable file as :class:`CorruptDataFileError` naming it (READ-10)."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise CorruptDataFileError(f"data file {location} is referenced by the table but missing "
+                                   "(READ-10); restore it from a copy") from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptDataFileError(f"data file {location} is not a readable Parquet file (READ-10): {exc}; "
+                                   "restore the file the table wrote") from exc

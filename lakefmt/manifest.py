@@ -108,25 +108,48 @@ class StatsSource(Protocol):
 
 def data_files_from_manifest(paths: Sequence[str], partitions: Sequence[tuple[Any, ...]],
                              record_counts: Sequence[int], sizes: Sequence[int], spec_id: int,
-                             formats: Sequence[str], sort_order_ids: Sequence[int | None],
-                             deletion_vectors: Sequence[DeletionVector | None], stats: StatsSource) -> list[DataFile]:
+                             formats: Sequence[str] | str, sort_order_ids: Sequence[int | None] | int | None,
+                             deletion_vectors: Sequence[DeletionVector | None] | None,
+                             stats: StatsSource) -> list[DataFile]:
     """A :class:`DataFile` per manifest row, whose statistics ``stats`` decodes on first access (MAN-6, MAN-7).
 
     Built without the dataclass ``__init__`` (a third of the cost): the decoder has
     validated the columns, and the statistics maps stay absent from each instance until
-    :meth:`DataFile.__getattr__` asks ``stats`` for its row.
+    :meth:`DataFile.__getattr__` asks ``stats`` for its row. A column that holds one value
+    for every row may be passed as that value (``formats`` a string, ``sort_order_ids`` an
+    int or None; ``deletion_vectors`` None when no row has one): a field at its default is
+    then left out of the instances, which read it from the class.
     """
     new, set_state = object.__new__, object.__setattr__
-    out = []
-    for row, (path, partition, record_count, size, file_format, sort_order_id, vector) in enumerate(
-            zip(paths, partitions, record_counts, sizes, formats, sort_order_ids, deletion_vectors)):
-        f = new(DataFile)
+    n = len(paths)
+    out = [new(DataFile) for _ in range(n)]
+    one_order = sort_order_ids is None or isinstance(sort_order_ids, int)
+    if isinstance(formats, str) and one_order and deletion_vectors is None:
+        # The usual manifest: four fields per file and the decoder, plus the constants not at their default.
+        common = {name: value for name, value in (("spec_id", spec_id), ("file_format", formats),
+                                                  ("sort_order_id", sort_order_ids)) if value != _DEFAULTS[name]}
+        for f, row, path, partition, record_count, size in zip(out, range(n), paths, partitions, record_counts,
+                                                               sizes):
+            state = {"path": path, "partition": partition, "record_count": record_count, "file_size_bytes": size,
+                     "_stats": stats, "_stats_row": row}
+            if common:
+                state.update(common)
+            set_state(f, "__dict__", state)
+        return out
+    each_format = [formats] * n if isinstance(formats, str) else formats
+    each_order = sort_order_ids if isinstance(sort_order_ids, Sequence) else [sort_order_ids] * n
+    each_vector = [None] * n if deletion_vectors is None else deletion_vectors
+    for row, (f, path, partition, record_count, size, file_format, sort_order_id, vector) in enumerate(
+            zip(out, paths, partitions, record_counts, sizes, each_format, each_order, each_vector)):
         set_state(f, "__dict__", {"path": path, "partition": partition, "record_count": record_count,
                                   "file_size_bytes": size, "spec_id": spec_id, "file_format": file_format,
                                   "sort_order_id": sort_order_id, "deletion_vector": vector,
                                   "_stats": stats, "_stats_row": row})
-        out.append(f)
     return out
+
+
+_DEFAULTS = {f.name: f.default for f in fields(DataFile) if f.name in ("spec_id", "file_format", "sort_order_id",
+                                                                        "deletion_vector")}
 
 
 @dataclass(frozen=True)
@@ -222,7 +245,8 @@ class ManifestContents:
         live = self._live
         if live is None:
             deleted = int(EntryStatus.DELETED)
-            live = [f for s, f in zip(self.statuses, self.data_files) if s != deleted]
+            live = ([f for s, f in zip(self.statuses, self.data_files) if s != deleted]
+                    if deleted in self.statuses else self.data_files)
             self._live = live
         return live
 

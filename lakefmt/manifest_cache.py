@@ -14,9 +14,7 @@ through this cache: they read storage.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
+from lakefmt.file_cache import ImmutableFileCache
 from lakefmt.io import FileIO
 from lakefmt.manifest import ManifestContents, ManifestEntry, ManifestFile
 from lakefmt.manifest_io import read_manifest_contents, read_manifest_list
@@ -24,32 +22,15 @@ from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
 
 MAX_CACHED_ENTRIES = 2_000_000
+MAX_CACHED_LISTS = 64
 
-_lock = threading.Lock()
-_cache: OrderedDict[str, ManifestContents] = OrderedDict()
-_cached_entries = 0
+_contents: ImmutableFileCache[ManifestContents] = ImmutableFileCache(MAX_CACHED_ENTRIES, len)
+_lists: ImmutableFileCache[list[ManifestFile]] = ImmutableFileCache(MAX_CACHED_LISTS)
 
 
 def read_contents(io: FileIO, location: str, spec: PartitionSpec, schema: Schema) -> ManifestContents:
     """The decoded manifest at ``location`` (entries as written, before inheritance); shared, do not modify."""
-    global _cached_entries
-    key = f"{id(io.fs)}:{location}"
-    with _lock:
-        contents = _cache.get(key)
-        if contents is not None:
-            _cache.move_to_end(key)
-            return contents
-    contents = read_manifest_contents(io, location, spec, schema)
-    with _lock:
-        cached = _cache.get(key)
-        if cached is not None:  # another thread read it meanwhile: share one copy
-            return cached
-        _cache[key] = contents
-        _cached_entries += len(contents)
-        while _cached_entries > MAX_CACHED_ENTRIES and len(_cache) > 1:
-            _, dropped = _cache.popitem(last=False)
-            _cached_entries -= len(dropped)
-    return contents
+    return _contents.get_or_load(io, location, lambda: read_manifest_contents(io, location, spec, schema))
 
 
 def read_entries(io: FileIO, location: str, manifest: ManifestFile, spec: PartitionSpec, schema: Schema
@@ -64,44 +45,20 @@ def read_entries(io: FileIO, location: str, manifest: ManifestFile, spec: Partit
 
 def remember_entries(io: FileIO, location: str, raw: list[ManifestEntry]) -> None:
     """Seed the cache with a manifest this process just wrote (entries as written, not inherited)."""
-    global _cached_entries
-    key = f"{id(io.fs)}:{location}"
-    contents = ManifestContents.from_entries(raw)
-    with _lock:
-        if key not in _cache:
-            _cache[key] = contents
-            _cached_entries += len(contents)
-
-
-_lists: OrderedDict[str, list[ManifestFile]] = OrderedDict()
-MAX_CACHED_LISTS = 64
+    _contents.put(io, location, ManifestContents.from_entries(raw))
 
 
 def read_list(io: FileIO, location: str) -> list[ManifestFile]:
-    """A manifest list, from the cache when this process has read or written it before."""
-    key = f"{id(io.fs)}:{location}"
-    with _lock:
-        cached = _lists.get(key)
-        if cached is not None:
-            _lists.move_to_end(key)
-            return list(cached)
-    manifests = read_manifest_list(io, location)
-    remember_list(io, location, manifests)
-    return list(manifests)
+    """A manifest list, from the cache when this process has read or written it before; a new list."""
+    return list(_lists.get_or_load(io, location, lambda: read_manifest_list(io, location)))
 
 
 def remember_list(io: FileIO, location: str, manifests: list[ManifestFile]) -> None:
-    key = f"{id(io.fs)}:{location}"
-    with _lock:
-        _lists[key] = list(manifests)
-        while len(_lists) > MAX_CACHED_LISTS:
-            _lists.popitem(last=False)
+    """Seed the cache with a manifest list this process just wrote."""
+    _lists.put(io, location, list(manifests), replace=True)
 
 
 def clear() -> None:
     """Forget every cached manifest and manifest list (after storage was changed by hand)."""
-    global _cached_entries
-    with _lock:
-        _cache.clear()
-        _lists.clear()
-        _cached_entries = 0
+    _contents.clear()
+    _lists.clear()

@@ -6,6 +6,8 @@ with their partition summaries; pass 2 prunes entries of the surviving manifests
 planned files (:mod:`lakefmt.file_reader`), only the needed columns, matched by field
 id (READ-6), checks that each file is the one its manifest entry describes (READ-12),
 applies the filter exactly with SQL semantics (READ-8) and drops deleted rows (READ-14).
+A filtered scan of several files evaluates its filter over batches of files at once
+(:mod:`lakefmt.file_batches`, READ-16).
 
 Scans are immutable: ``filter``, ``select`` and ``use_snapshot`` return new scans.
 
@@ -21,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -35,10 +37,15 @@ from lakefmt.expressions import (
     bind,
     to_expression,
 )
-from lakefmt.io import FileIO
+from lakefmt.file_batches import read_batched
 from lakefmt.file_reader import (  # re-exported: the reader of one planned file lives there
-    FileReader, data_file_field_ids, matching_row_groups, plain_arrow_schema, read_data_file,
+    FileReader,
+    data_file_field_ids,
+    matching_row_groups,
+    plain_arrow_schema,
+    read_data_file,
 )
+from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile, ManifestContents, ManifestFile
 from lakefmt.manifest_cache import read_contents, read_list
 from lakefmt.metadata import Snapshot, TableMetadata
@@ -53,9 +60,8 @@ IO_THREADS = max(4, min(16, 2 * (os.cpu_count() or 2)))
 READ_THREADS = IO_THREADS
 
 
-@dataclass(frozen=True, slots=True)
-class FileScanTask:
-    """One data file to read, with its absolute location (slots: a plan builds one per file)."""
+class FileScanTask(NamedTuple):
+    """One data file to read, with its absolute location (a tuple: a plan builds one per file, cheaply)."""
 
     data_file: DataFile
     location: str
@@ -168,7 +174,7 @@ class DataScan:
                     tasks.append(task)
             return len(live), tasks
 
-        results = thread_map(plan_manifest, selected, IO_THREADS)
+        results = thread_map(plan_manifest, selected, _plan_threads(self.io))
         tasks = [t for _, ts in results for t in ts]  # a new list: the per-manifest lists are cached
         if len({t.location for t in tasks}) != len(tasks):  # READ-9: live in one entry only
             seen: set[str] = set()
@@ -187,7 +193,10 @@ class DataScan:
         if not tasks:
             return schema.empty_table()
         reader = self._reader
-        tables = thread_map(lambda task: _read_with(reader, task), tasks, READ_THREADS)
+        if reader.metrics is not None and len(tasks) > 1:  # filtered: evaluated a batch of files at once (READ-16)
+            tables = read_batched(reader, [(t.location, t.data_file) for t in tasks], READ_THREADS)
+        else:
+            tables = thread_map(lambda task: _read_with(reader, task), tasks, READ_THREADS)
         return pa.concat_tables(tables) if tables else schema.empty_table()
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
@@ -267,6 +276,23 @@ def _live_tasks(contents: ManifestContents, location: str) -> list[FileScanTask]
         tasks = [FileScanTask(f, f"{location}/{f.path}") for f in contents.live_files]
         contents.derived[key] = tasks
     return tasks
+
+
+def _plan_threads(io: FileIO) -> int:
+    """Threads decoding the manifests of one plan.
+
+    Decoding a manifest holds the GIL most of the time, and a local file's read hardly
+    waits: more threads than cores then only contend (measured on 2 cores, 10 manifests of
+    1,100 entries: 2 threads planned 15-25% faster than 4). An object store's reads wait,
+    so there the I/O width applies.
+    """
+    if io.scheme in ("file", "memory"):
+        return _LOCAL_PLAN_THREADS
+    return IO_THREADS
+
+
+_LOCAL_PLAN_THREADS = max(2, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                 else os.cpu_count() or 2))
 
 
 def _name_of(schema: Schema, field_id: int) -> str | None:

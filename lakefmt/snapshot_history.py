@@ -24,14 +24,13 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from lakefmt.errors import CorruptMetadataError, MissingFileError
+from lakefmt.file_cache import ImmutableFileCache
 from lakefmt.snapshots import LogEntry, Snapshot
 
 if TYPE_CHECKING:
@@ -156,9 +155,8 @@ class HistoryRef:
 
 
 # -- reading, with a cache by location (history files are immutable, LAYOUT-4) --------------------------
-_lock = threading.Lock()
-_cache: OrderedDict[str, HistorySegment] = OrderedDict()
-_cached_snapshots = 0
+_cache: ImmutableFileCache[HistorySegment] = ImmutableFileCache(MAX_CACHED_SNAPSHOTS,
+                                                                lambda segment: len(segment.snapshots))
 
 
 def load_segment(io: FileIO | None, location: str, ref: HistoryRef, table_uuid: str) -> HistorySegment:
@@ -169,15 +167,7 @@ def load_segment(io: FileIO | None, location: str, ref: HistoryRef, table_uuid: 
         raise CorruptMetadataError(f"history file {location}/{ref.path} cannot be read: this metadata was "
                                    "parsed without storage (use lakefmt.metadata.read_metadata)")
     full = f"{location}/{ref.path}"
-    key = f"{id(io.fs)}:{full}"
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
-    segment = read_segment(io, full, ref, table_uuid)
-    _remember(key, segment)
-    return segment
+    return _cache.get_or_load(io, full, lambda: read_segment(io, full, ref, table_uuid))
 
 
 def read_segment(io: FileIO, full: str, ref: HistoryRef, table_uuid: str) -> HistorySegment:
@@ -194,24 +184,9 @@ def read_segment(io: FileIO, full: str, ref: HistoryRef, table_uuid: str) -> His
     return segment
 
 
-def _remember(key: str, segment: HistorySegment) -> None:
-    global _cached_snapshots
-    with _lock:
-        if key in _cache:
-            return
-        _cache[key] = segment
-        _cached_snapshots += len(segment.snapshots)
-        while _cached_snapshots > MAX_CACHED_SNAPSHOTS and len(_cache) > 1:
-            _, dropped = _cache.popitem(last=False)
-            _cached_snapshots -= len(dropped.snapshots)
-
-
 def clear_cache() -> None:
     """Forget every cached history file (tests; a store restored behind the process's back)."""
-    global _cached_snapshots
-    with _lock:
-        _cache.clear()
-        _cached_snapshots = 0
+    _cache.clear()
 
 
 class HistoryView(Sequence):  # type: ignore[type-arg]
@@ -383,7 +358,7 @@ def write_pending(io: FileIO, meta: TableMetadata, version: int, unique: Callabl
             full = f"{meta.location}/{rel}"
             io.write_bytes(full, ref.segment.to_bytes(meta.table_uuid))
             written.append(full)
-            _remember(f"{id(io.fs)}:{full}", ref.segment)
+            _cache.put(io, full, ref.segment)
             refs.append(replace(ref, path=rel, segment=None))
     except BaseException:
         io.delete_many(written)
