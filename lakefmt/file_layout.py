@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,6 +24,9 @@ from lakefmt.expressions import AlwaysTrue, BoundExpression, referenced_field_id
 from lakefmt.footer import row_group_metrics
 from lakefmt.schema import Field, Schema, arrow_field_id
 from lakefmt.types import can_promote, from_arrow
+
+if TYPE_CHECKING:
+    from lakefmt.io import FileIO
 
 _SAME, _NULLS, _CAST, _BAD = range(4)
 
@@ -178,11 +181,14 @@ def checked(layout: Layout, parquet: pq.ParquetFile, location: str, expected_row
 
 
 def matching_row_groups(parquet: pq.ParquetFile, table_schema: Schema, row_filter: BoundExpression,
-                        metrics: MetricsEvaluator | None) -> list[int] | None:
+                        metrics: MetricsEvaluator | None, *, cached_as: tuple[FileIO, str] | None = None
+                        ) -> list[int] | None:
     """The row groups that might hold matching rows, or None for all of them (READ-11).
 
     Only top-level columns stored with the table's type take part; any other column
     referenced by the filter counts as unknown, so pruning stays conservative (READ-4).
+    ``cached_as`` (the file's store and location) keeps the decoded statistics for the next
+    scan of the file (:data:`lakefmt.footer.ROW_GROUP_STATS`).
     """
     footer = parquet.metadata
     if isinstance(row_filter, AlwaysTrue) or footer.num_row_groups < 2:
@@ -202,7 +208,8 @@ def matching_row_groups(parquet: pq.ParquetFile, table_schema: Schema, row_filte
     if not columns:
         return None
     evaluator = metrics or MetricsEvaluator(row_filter, table_schema)
-    return [i for i, stats in enumerate(row_group_metrics(footer, columns)) if evaluator.might_match(stats)]
+    return [i for i, stats in enumerate(row_group_metrics(footer, columns, cached_as=cached_as))
+            if evaluator.might_match(stats)]
 
 
 def _stored_as(arrow_type: pa.DataType) -> Any:

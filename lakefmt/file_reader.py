@@ -158,7 +158,8 @@ class FileReader:
             remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
             if isinstance(remaining, (AlwaysTrue, AlwaysFalse)):
                 return _constant_mask(rows, isinstance(remaining, AlwaysTrue))
-            groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
+            groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics,
+                                    cached_as=(self.io, location))
             if groups is not None and not groups:
                 return _constant_mask(rows, False)
             columns = self._filter_columns(remaining)
@@ -212,7 +213,8 @@ class FileReader:
         remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
         if isinstance(remaining, AlwaysFalse):
             return self.output.empty_table()
-        groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics)
+        groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics,
+                                    cached_as=(self.io, location))
         if groups is not None and not groups:
             return self.output.empty_table()
         live = None if live is None else _rows_of_groups(parquet, groups, live)

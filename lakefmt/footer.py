@@ -22,6 +22,8 @@ from lakefmt.conversions import (
     truncate_upper,
     upper_bound_value,
 )
+from lakefmt.file_cache import ImmutableFileCache
+from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Field, Schema
@@ -38,12 +40,33 @@ def data_file_from_footer(rel_path: str, partition: tuple[Any, ...], size: int, 
                     spec_id=spec.spec_id, sort_order_id=sort_order_id, **stats)
 
 
-def row_group_metrics(footer: pq.FileMetaData, columns: Mapping[int, Field]) -> list[DataFile]:
+ROW_GROUP_STATS = ImmutableFileCache[list[DataFile]](max_weight=200_000, weight=len)
+"""Row-group statistics already decoded, per data file and set of columns, up to 200,000 row groups.
+
+Decoding a footer's statistics costs ~25 us per row group and column through pyarrow's
+metadata objects: 6 ms for a sorted 32 MiB file of 83 row groups, more than reading its one
+matching row group. Data files are immutable (LAYOUT-4), so a process decodes them once.
+"""
+
+
+def row_group_metrics(footer: pq.FileMetaData, columns: Mapping[int, Field], *,
+                      cached_as: tuple[FileIO, str] | None = None) -> list[DataFile]:
     """Per row group, the statistics of ``columns`` (column index -> table field) as a DataFile (READ-11).
 
     Only the given columns get statistics; every other column is unknown, so an
-    evaluator treats it as "might match".
+    evaluator treats it as "might match". ``cached_as`` (the store and location of the
+    file) keeps the result in :data:`ROW_GROUP_STATS`.
     """
+    if cached_as is None:
+        return _row_group_metrics(footer, columns)
+    io, location = cached_as
+    # The footer's size and shape are in the key too: a file replaced behind the table's back is decoded anew.
+    shape = f"{footer.serialized_size}:{footer.num_rows}:{footer.num_row_groups}"
+    key = "#".join([location, shape, *(f"{i}:{f.id}:{f.type}" for i, f in sorted(columns.items()))])
+    return ROW_GROUP_STATS.get_or_load(io, key, lambda: _row_group_metrics(footer, columns))
+
+
+def _row_group_metrics(footer: pq.FileMetaData, columns: Mapping[int, Field]) -> list[DataFile]:
     out = []
     for rg_index in range(footer.num_row_groups):
         stats = _stats(footer, columns, (rg_index,))

@@ -81,3 +81,25 @@ def sorted_table_named(catalog: lakefmt.Catalog) -> lakefmt.Table:
     t = catalog.create_table("db.rg2", schema, properties={"write.parquet.row-group-rows": "10"})
     t.append(pa.table({"id": pa.array(range(100), pa.int64())}))
     return t
+
+
+def test_decoded_row_group_statistics_are_kept_per_file_and_footer(local_catalog):
+    """The statistics a scan decoded are reused by the next scan of the file (lakefmt.footer.ROW_GROUP_STATS),
+    and a file replaced behind the table's back with the same row count but other row groups is decoded anew."""
+    from lakefmt.footer import ROW_GROUP_STATS
+
+    ROW_GROUP_STATS.clear()
+    t = sorted_table(local_catalog)
+    assert t.scan(filter="id = 450").to_arrow().column("id").to_pylist() == [450]
+    assert len(ROW_GROUP_STATS) == 1
+    assert t.scan(filter="id = 450 AND id > 3").to_arrow().column("id").to_pylist() == [450]
+    assert len(ROW_GROUP_STATS) == 1  # the same column: decoded once
+    assert t.scan(filter="kind = 'k1'").count() == 250 and len(ROW_GROUP_STATS) == 2
+
+    (task,) = t.scan().plan().tasks
+    table = pq.read_table(task.location)
+    reversed_ids = table.set_column(0, table.schema.field(0), pa.array(range(999, -1, -1), pa.int64()))
+    pq.write_table(reversed_ids, task.location, row_group_size=250)
+    got = t.scan(filter="id = 450").to_arrow().column("id").to_pylist()
+    assert got == [450]  # found in the new file's row groups, not pruned by the old file's statistics
+    assert len(ROW_GROUP_STATS) == 3
