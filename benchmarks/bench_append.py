@@ -11,7 +11,8 @@ delta-rs, lakefmt without fsync, then the reverse order, so all share the machin
 
 lakefmt is ``Table.append``; delta-rs is ``write_deltalake(path, batch, mode="append",
 partition_by=["day"])``. Medians of wall time and of process CPU time (all threads), the ratio
-lakefmt / delta-rs from the same run, lakefmt's growth from 10 to 10,000 commits, and where a
+lakefmt / delta-rs from the same run, lakefmt's growth from 10 to 10,000 commits (from paired samples: 10-row
+appends alternating between a second table kept at 10 commits and the one at 10,000), and where a
 lakefmt append's time goes. delta-rs makes no fsync call on a local append; lakefmt makes its
 files durable before the swap (COMMIT-20), so lakefmt with ``FileIO.fsync = False`` is measured
 too, as a reference for what durability costs (the goals are judged with fsync on). Goals: a 10,000-row append at most 1.5x delta-rs's time; a 10-row
@@ -199,9 +200,27 @@ def measure_level(t: lakefmt.Table, lake_stream: Stream, delta_path: str | None,
     return out
 
 
+def measure_growth(small: lakefmt.Table, large: lakefmt.Table, stream: Stream, samples: int) -> dict[str, Any]:
+    """10-row appends alternating between a table at the first level and one at the last: growth from paired
+    samples, so both tables see the same machine load (measured minutes apart, the levels' own medians also
+    differ by the load)."""
+    sides = {"small": Side(), "large": Side()}
+    prior = {"small": commits(small), "large": commits(large)}
+    for i in range(samples):
+        order = [("small", small), ("large", large)]
+        for label, table in order if i % 2 == 0 else order[::-1]:
+            batch = stream.batch(SMALL)
+            sides[label].add(timed_call(lambda table=table, batch=batch: table.append(batch)))
+    out = {label: side.summary() for label, side in sides.items()}
+    return {"prior_commits": prior, **out, "growth": out["large"]["median_s"] / out["small"]["median_s"],
+            "cpu_growth": out["large"]["cpu_median_s"] / out["small"]["cpu_median_s"], "load_average": loadavg()}
+
+
 def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     cat = lakefmt.Catalog(str(root / f"lakefmt-{ds.name}"), create=True)
     t = cat.create_table(f"bench.{ds.name}", schema=ds.schema, partition_by=["day(ts)"])
+    reference = cat.create_table(f"bench.{ds.name}_small", schema=ds.schema, partition_by=["day(ts)"])
+    build_real(reference, Stream(ds), args.levels[0])  # stays near the first level, for paired growth samples
     delta_path = None if args.no_delta else str(root / f"delta-{ds.name}")
     lake_stream, delta_stream = Stream(ds), Stream(ds)
     levels: list[dict[str, Any]] = []
@@ -225,8 +244,16 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
                   f"{vs} (load {r['load_average']}; metadata file {r.get('metadata_json_bytes', 0):,} bytes, "
                   f"{r['history_files']} history files)", flush=True)
     small = [r for r in levels if r["rows"] == SMALL]
-    growth = small[-1]["lakefmt"]["median_s"] / small[0]["lakefmt"]["median_s"] if len(small) > 1 else None
-    return {"dataset": ds.name, "levels": levels, "growth": growth,
+    unpaired = small[-1]["lakefmt"]["median_s"] / small[0]["lakefmt"]["median_s"] if len(small) > 1 else None
+    paired = measure_growth(cat.load_table(reference.identifier), t, lake_stream, args.samples) \
+        if len(small) > 1 else None
+    if paired is not None:
+        print(f"[{ds.name}] paired 10-row appends: {ms(paired['small']['median_s'])} ms at "
+              f"{paired['prior_commits']['small']:,} commits, {ms(paired['large']['median_s'])} ms at "
+              f"{paired['prior_commits']['large']:,}: growth {paired['growth']:.2f}x wall, "
+              f"{paired['cpu_growth']:.2f}x CPU (load {paired['load_average']})", flush=True)
+    return {"dataset": ds.name, "levels": levels, "growth": paired["growth"] if paired else None,
+            "growth_unpaired": unpaired, "growth_paired": paired,
             "growth_span": [small[0]["level"], small[-1]["level"]] if small else None}
 
 
