@@ -328,10 +328,19 @@ class CatalogSession:
             raise
 
     def release_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str) -> None:
-        """Drop ``owner``'s leases on ``keys`` (others' leases are untouched)."""
-        for key in keys:
-            self.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ? AND owner = ?",
-                             [table_uuid, kind, key, owner])
+        """Drop ``owner``'s leases on ``keys`` (others' leases are untouched), in one transaction."""
+        if not keys:
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            for key in keys:
+                self.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ? AND owner = ?",
+                                 [table_uuid, kind, key, owner])
+            self.con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute("ROLLBACK")
+            raise
 
     def renew_lease(self, table_uuid: str, kind: str, key: str, *, owner: str, ttl: float) -> bool:
         """Extend ``owner``'s lease to now + ``ttl`` if it is still live and still theirs (CAT-10)."""

@@ -1,29 +1,36 @@
-"""Partition leases of one compaction run, in as few catalog sessions as possible (COMPACT-22..COMPACT-24).
+"""Partition leases of one compaction run, in as few catalog sessions as possible (COMPACT-22..COMPACT-24, COMPACT-37).
 
 Every catalog session opens the catalog file under its lock, so a run batches its
 lease work: starting a partition is **one** session that releases the leases of the
 partitions finished since the last start, takes the new partition's lease and reads
 the table's current metadata location (to drop groups whose files are gone,
-COMPACT-18). A lease is renewed before a commit only once half its lifetime has
-passed, and the leases still held when the run ends go in one last session. Per
-partition that leaves the partition start; its groups share commits (COMPACT-18).
+COMPACT-18). That session also takes, all or none, the leases of the partitions the
+run starts next when the caller names them (``ahead``, COMPACT-37): a run of small
+partitions then takes every lease in one session, and starting each of those
+partitions costs none. A lease is renewed before a commit, and before its partition
+starts, only once half its lifetime has passed, and the leases still held when the
+run ends go in one last session.
 
 Example:
     >>> leases = PartitionLeases(table, owner="compactor:a", ttl=900.0)
-    >>> if leases.start("0:day=2026-11-01"):
+    >>> if leases.start("0:day=2026-11-01", ahead=lambda: ["0:day=2026-11-02"]):
     ...     ...  # rewrite, leases.renew_if_due(key), commit
     ...     leases.finished("0:day=2026-11-01")
+    >>> leases.start("0:day=2026-11-02")  # taken above: no catalog session
+    True
     >>> leases.close()
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from lakefmt.leases import acquire_in_session, release_in_session
 
 if TYPE_CHECKING:
+    from lakefmt.catalog import CatalogSession
     from lakefmt.table import Table
 
 LEASE_KIND = "partition"
@@ -37,18 +44,52 @@ class PartitionLeases:
         self._taken_at: dict[str, float] = {}  # key -> when this run last took or renewed it
         self._finished: list[str] = []  # done with, released in the next session
 
-    def start(self, key: str) -> bool:
-        """Take ``key``'s lease and refresh the table, in one catalog session; False if another holds it."""
-        namespace, name = self.table.identifier
+    def start(self, key: str, ahead: Callable[[], Sequence[str]] | None = None) -> bool:
+        """Hold ``key``'s lease for a partition about to start; False if another compactor holds it.
+
+        A lease this run took with an earlier partition's (``ahead``) less than half its
+        lifetime ago costs no catalog session: the table is then not refreshed, its
+        metadata is the one this run's own commits left. Otherwise one session releases
+        the finished partitions' leases, takes ``key``'s together with those ``ahead()``
+        names (the partitions the run starts next, all or none, COMPACT-23 and COMPACT-37;
+        if one of them is held, ``key``'s alone) and refreshes the table. ``ahead`` is
+        called only when a session is needed.
+        """
+        if not self.enabled:
+            self._refresh(self._read_location)
+            return True
+        taken = self._taken_at.get(key)
+        if taken is not None and time.monotonic() - taken < self.ttl / 2:
+            return True
+        self._taken_at.pop(key, None)  # renewed below, or lost to another compactor
         uuid = self.table.metadata.table_uuid
+        later = ahead() if ahead is not None else ()
+        wanted = [key, *(k for k in dict.fromkeys(later) if k != key and k not in self._taken_at)]
+
+        def take(s: CatalogSession) -> str | None:
+            release_in_session(s, uuid, LEASE_KIND, self._finished, owner=self.owner)
+            self._finished = []
+            now = time.monotonic()
+            if len(wanted) > 1 and acquire_in_session(s, uuid, LEASE_KIND, wanted, owner=self.owner, ttl=self.ttl):
+                self._taken_at.update(dict.fromkeys(wanted, now))
+            elif acquire_in_session(s, uuid, LEASE_KIND, [key], owner=self.owner, ttl=self.ttl):
+                self._taken_at[key] = now
+            else:
+                return None
+            return self._read_location(s)
+
+        return self._refresh(take)
+
+    def _read_location(self, s: CatalogSession) -> str:
+        namespace, name = self.table.identifier
+        return s.current_location(namespace, name)
+
+    def _refresh(self, work: Callable[[CatalogSession], str | None]) -> bool:
+        """Run ``work`` in one catalog session; refresh the table from the location it returns (False: None)."""
         with self.table.catalog.session() as s:
-            if self.enabled:
-                release_in_session(s, uuid, LEASE_KIND, self._finished, owner=self.owner)
-                self._finished = []
-                if not acquire_in_session(s, uuid, LEASE_KIND, [key], owner=self.owner, ttl=self.ttl):
-                    return False
-                self._taken_at[key] = time.monotonic()
-            location = s.current_location(namespace, name)
+            location = work(s)
+        if location is None:
+            return False
         self.table.refresh(location)
         return True
 

@@ -2,7 +2,8 @@
 
 :func:`plan_table` reads the live files of the current snapshot (with the time each
 was ingested) and hands them to the pure planner. :func:`run_plan` executes a plan:
-partition by partition, most fragmented first, it takes the partition's lease, runs
+partition by partition, most fragmented first, it takes the partition's lease (with those of
+the small partitions after it, in one catalog session: COMPACT-37), runs
 the group rewrites on a bounded thread pool (paced by the read budget and the
 back-off hook), and commits rewritten groups through the catalog's compare-and-swap
 as ``replace`` snapshots (:mod:`~lakefmt.compaction.commits`): a group of at least
@@ -259,7 +260,12 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
                 queue.clear()
                 break
             key = lease_key(table.metadata, part.spec_id, part.partition)
-            if not leases.start(key):  # atomic; an expired lease is taken over (COMPACT-23)
+
+            def ahead(part: PartitionPlan = part) -> list[str]:
+                """Leases taken with ``part``'s (COMPACT-37); asked only when a catalog session is needed."""
+                return [lease_key(table.metadata, p.spec_id, p.partition) for p in _sharing_commits(part, queue, plan)]
+
+            if not leases.start(key, ahead):  # atomic; an expired lease is taken over (COMPACT-23, COMPACT-37)
                 skip_partition(part, "lease-held", "another compactor holds this partition's lease")
                 continue
             live = _live_files_if_changed(table, plan.snapshot_id, {g.snapshot_id for g in results})
@@ -309,6 +315,20 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
     stopped = any(g.status == "stopped" for g in results)
     return _result(table, plan, results, started, files_before, bytes_before, throttled=pacer.throttled_seconds,
                    status="stopped" if stopped else "done")
+
+
+def _sharing_commits(part: PartitionPlan, queue: list[PartitionPlan], plan: CompactionPlan) -> list[PartitionPlan]:
+    """The partitions after ``part`` whose leases are taken with its own (COMPACT-37): the next ones in
+    the queue while, with ``part``, their input bytes stay within the target file size, so their groups
+    would share commits anyway (COMPACT-18)."""
+    budget = plan.options.target_file_size - sum(g.input_bytes for g in part.groups)
+    out: list[PartitionPlan] = []
+    for p in queue:
+        budget -= sum(g.input_bytes for g in p.groups)
+        if budget < 0:
+            break
+        out.append(p)
+    return out
 
 
 def _ready_bytes(committing: list[tuple[Future[RewriteResult], tuple[FileGroup, str]]]) -> int:

@@ -196,3 +196,64 @@ assert Leases(cat).acquire_many(t.metadata.table_uuid, "partition", {keys!r}, ow
     assert t.compaction.run("binpack", min_age_seconds=0).groups_skipped == 3
     assert _expire_leases(local_catalog, t.metadata.table_uuid, "dead-compactor") == 3
     assert t.compaction.run("binpack", min_age_seconds=0).groups_committed == 3
+
+
+def test_small_partitions_leased_in_one_session_refuse_another_compactor(local_catalog, tmp_path):
+    """COMPACT-37, COMPACT-22/23: partitions that fit in one target file have their leases taken in one
+    catalog session (one transaction: one expiry), held by the compactor until their groups are done; a
+    second compactor in another process meanwhile rewrites none of them, and they are all released after."""
+    t = small_files_table(local_catalog, appends=5)
+    before = t.scan().to_arrow()
+    snapshot = t.current_snapshot().snapshot_id
+    plan = t.compaction.plan("binpack", min_age_seconds=0)
+    keys = sorted(lease_key(t.metadata, p.spec_id, p.partition) for p in plan.partitions)
+    assert len(plan.groups) == 3 and sum(g.input_bytes for g in plan.groups) <= plan.options.target_file_size
+    marker, resume = tmp_path / "paused", tmp_path / "resume"
+    code = PRELUDE.format(warehouse=local_catalog.warehouse) + """
+r = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1, lease_seconds=3600)
+print(json.dumps({"statuses": [g.status for g in r.groups], "commits": len(r.snapshot_ids)}))
+"""
+    first = run_python(code, env={"LAKEFMT_PAUSE_AT": "compaction-before-commit", "LAKEFMT_PAUSE_FILE": str(marker),
+                                  "LAKEFMT_RESUME_FILE": str(resume)}, wait=False)
+    try:
+        _wait_for(marker, first)
+        held = Leases(local_catalog).live(t.metadata.table_uuid, "partition")
+        assert sorted(lease.key for lease in held) == keys
+        assert len({lease.owner for lease in held}) == 1 and held[0].owner.startswith(f"compactor:{socket.gethostname()}:{first.pid}:")
+        assert len({lease.expires_at for lease in held}) == 1  # taken in one transaction (COMPACT-23)
+        second = t.compaction.run("binpack", min_age_seconds=0)
+        assert [g.status for g in second.groups] == ["lease-held"] * 3
+        assert second.groups_committed == 0 and t.current_snapshot().snapshot_id == snapshot
+    finally:
+        resume.touch()
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report == {"statuses": ["committed"] * 3, "commits": 1}
+    assert Leases(local_catalog).live(t.metadata.table_uuid, "partition") == []
+    t.refresh()
+    assert rows(t.scan().to_arrow()) == rows(before) and len(t.plan_files()) == 3
+
+
+def test_partition_held_elsewhere_is_skipped_its_neighbours_leased_one_by_one(local_catalog):
+    """COMPACT-37 with COMPACT-22/23: when another process holds one of the partitions a compactor would
+    lease together, the batch is not taken (all or none); each partition is then leased at its own start:
+    the held one is skipped, the others are rewritten, and the other holder's lease is left alone."""
+    t = small_files_table(local_catalog, appends=5)
+    before = t.scan().to_arrow()
+    plan = t.compaction.plan("binpack", min_age_seconds=0)
+    labels = {lease_key(t.metadata, p.spec_id, p.partition): p.label for p in plan.partitions}
+    busy = list(labels)[1]  # not the first to start: it is in the first partition's batch
+    code = PRELUDE.format(warehouse=local_catalog.warehouse) + f"""
+from lakefmt.leases import Leases
+assert Leases(cat).acquire(t.metadata.table_uuid, "partition", {busy!r}, owner="other-compactor", ttl=3600)
+"""
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr
+    result = t.compaction.run("binpack", min_age_seconds=0, max_concurrent_groups=1)
+    status = {g.partition: g.status for g in result.groups}
+    assert status == {label: "lease-held" if key == busy else "committed" for key, label in labels.items()}
+    assert [(lease.key, lease.owner) for lease in Leases(local_catalog).live(t.metadata.table_uuid, "partition")] \
+        == [(busy, "other-compactor")]
+    t.refresh()
+    assert rows(t.scan().to_arrow()) == rows(before) and len(t.plan_files()) == 5 + 2
