@@ -40,6 +40,11 @@ class ReadPlan:
     names: list[str]
     schema: pa.Schema | None  # the result's schema, when every field comes out with its plain type
 
+    @property
+    def as_stored(self) -> bool:
+        """Every field is a column of the file with the field's type: none added since, none widened."""
+        return self.schema is not None and all(kind == _SAME for kind, _, _ in self.steps)
+
 
 class Layout:
     """What is the same for every file written with one schema (READ-6, READ-12): worked out once per scan.
@@ -167,12 +172,14 @@ def data_file_field_ids(parquet: pq.ParquetFile, location: str, expected_rows: i
     return checked(Layout(parquet.schema_arrow, parquet.metadata), parquet, location, expected_rows).names
 
 
-def checked(layout: Layout, parquet: pq.ParquetFile, location: str, expected_rows: int | None) -> Layout:
+def checked(layout: Layout, parquet: pq.ParquetFile | pq.FileMetaData, location: str, expected_rows: int | None
+            ) -> Layout:
     """``layout`` of the file at ``location`` after the checks of READ-12 and WRITE-1 (see
-    :func:`data_file_field_ids`); raises :class:`CorruptDataFileError` naming the file."""
+    :func:`data_file_field_ids`); raises :class:`CorruptDataFileError` naming the file.
+    ``parquet`` is the open file or its footer."""
     if layout.problem is not None:
         raise CorruptDataFileError(f"data file {location} {layout.problem}")
-    rows = parquet.metadata.num_rows
+    rows = (parquet if isinstance(parquet, pq.FileMetaData) else parquet.metadata).num_rows
     if expected_rows is not None and rows != expected_rows:
         raise CorruptDataFileError(f"data file {location} holds {rows} rows but its manifest entry records "
                                    f"{expected_rows} (READ-12); the file was replaced or truncated, restore "

@@ -299,14 +299,16 @@ class FileReader:
 
     def _layout(self, parquet: pq.ParquetFile, location: str, expected_rows: int | None) -> Layout:
         """The file's layout, after checking it is the table's file (READ-12)."""
-        arrow_schema = parquet.schema_arrow
+        return checked(self.layout_of(parquet.schema_arrow, parquet.metadata), parquet, location, expected_rows)
+
+    def layout_of(self, arrow_schema: pa.Schema, footer: pq.FileMetaData) -> Layout:
+        """The layout of files with ``arrow_schema`` (one per distinct file schema of the scan), unchecked."""
         for layout in self._layouts:
             if layout.arrow_schema.equals(arrow_schema, check_metadata=True):
-                break
-        else:
-            layout = Layout(arrow_schema, parquet.metadata)
-            self._layouts.append(layout)
-        return checked(layout, parquet, location, expected_rows)
+                return layout
+        layout = Layout(arrow_schema, footer)
+        self._layouts.append(layout)
+        return layout
 
     def _filter_columns(self, row_filter: Expression) -> _FilterColumns:
         """Per remainder (one object per combination of verdicts, see ``Residuals``), its columns."""

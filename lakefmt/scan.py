@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
+from lakefmt import fragment_scan
 from lakefmt.errors import CorruptMetadataError, MissingDependencyError, ValidationError
 from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator
 from lakefmt.expressions import (
@@ -195,6 +196,8 @@ class DataScan:
         reader = self._reader
         if reader.metrics is not None and len(tasks) > 1:  # filtered: evaluated a batch of files at once (READ-16)
             tables = read_batched(reader, [(t.location, t.data_file) for t in tasks], READ_THREADS)
+        elif reader.metrics is None and reader.local and len(tasks) >= fragment_scan.MIN_FILES:
+            tables = fragment_scan.read_unfiltered(reader, tasks, READ_THREADS)  # READ-6, READ-12, READ-14
         else:
             tables = thread_map(lambda task: _read_with(reader, task), tasks, READ_THREADS)
         return pa.concat_tables(tables) if tables else schema.empty_table()
