@@ -38,7 +38,7 @@ from lakefmt.expressions import (
     bind,
     to_expression,
 )
-from lakefmt.file_batches import read_batched
+from lakefmt.file_batches import read_filtered
 from lakefmt.file_reader import (  # re-exported: the reader of one planned file lives there
     FileReader,
     data_file_field_ids,
@@ -195,7 +195,7 @@ class DataScan:
             return schema.empty_table()
         reader = self._reader
         if reader.metrics is not None and len(tasks) > 1:  # filtered: evaluated a batch of files at once (READ-16)
-            tables = read_batched(reader, [(t.location, t.data_file) for t in tasks], READ_THREADS)
+            tables = read_filtered(reader, [(t.location, t.data_file) for t in tasks], READ_THREADS)
         elif reader.metrics is None and reader.local and len(tasks) >= fragment_scan.MIN_FILES:
             tables = fragment_scan.read_unfiltered(reader, tasks, READ_THREADS)  # READ-6, READ-12, READ-14
         else:

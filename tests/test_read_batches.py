@@ -207,3 +207,30 @@ def test_split_many_positions():
         [v for v in values if v < 100_000],
         [v - 100_000 for v in values if 100_000 <= v < 150_000],
         [v - 150_000 for v in values if v >= 150_000]]
+
+
+@pytest.mark.parametrize("expr, _", CASES[:4])
+def test_large_files_are_read_alone_and_the_order_is_kept(many, monkeypatch, expr, _):
+    """read_filtered: files above SMALL_FILE_ROWS are read alone, the small ones in batches, and the tables
+    come back in plan order, each equal to that file's own read."""
+    from lakefmt import file_batches
+
+    for i in (FILES, FILES + 2):  # two files twice the size of the others
+        many.append(pa.concat_tables([file_rows(i), file_rows(i + 1)]))
+    monkeypatch.setattr(file_batches, "SMALL_FILE_ROWS", ROWS)
+    scan = many.scan(filter=expr)
+    tasks = scan.plan().tasks
+    batched: list[int] = []
+    read_batched = file_batches.read_batched
+    monkeypatch.setattr(file_batches, "read_batched",
+                        lambda reader, files, threads: batched.append(len(files)) or read_batched(reader, files, threads))
+    reader = scan._make_reader()
+    alone = [reader.read(t.location, expected_rows=t.data_file.record_count, data_file=t.data_file) for t in tasks]
+    mixed = file_batches.read_filtered(reader, [(t.location, t.data_file) for t in tasks], threads=3)
+    small = sum(1 for t in tasks if t.data_file.record_count <= file_batches.SMALL_FILE_ROWS)
+    assert batched == [small] and small > 1  # the large files (if planned) were not in the batch
+    assert len(mixed) == len(alone)
+    for a, b in zip(alone, mixed):
+        assert b.schema == a.schema
+        assert [tuple(map(nan_safe, r.values())) for r in b.to_pylist()] == [
+            tuple(map(nan_safe, r.values())) for r in a.to_pylist()]
