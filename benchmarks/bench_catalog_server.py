@@ -9,8 +9,9 @@ ingest window each) to one table partitioned by ``day(ts)``, on a local warehous
 * ``server``: ``lakefmt.Catalog("http://127.0.0.1:<port>", token=...)``: ``lakefmt serve
   --no-schedule`` (a real process, started before the clock and stopped after each run) owns the
   catalog file; the processes write the table's files to the same folder themselves and send the
-  catalog operations over HTTP (a commit is a GET of the pointer and a POST of the swap; a lost
-  race is rebuilt outside any lock and sent again).
+  catalog operations over HTTP (a commit is a POST of the swap; under contention the writer first
+  takes the table's commit turn, CATHTTP-25, and a lost race is rebuilt in the turn the refusal
+  gives, CATHTTP-22). Each run also counts the requests per commit inside the writers.
 
 Throughput = commits / wall time from the barrier to the last commit. Each round runs every
 (kind, processes) pair; the order alternates between rounds, so both kinds see the same machine
