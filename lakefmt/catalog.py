@@ -266,16 +266,13 @@ class Catalog:
             self._thread_lock.release()
 
     def take_commit_turn(self, namespace: str, name: str, *, before: Callable[[], None] | None = None) -> bool:
-        """Whether a commit about to be built should be built only in its catalog session, on the pointer read
-        there, rather than first on the writer's cached base. A served catalog's client says so under contention,
-        having taken the table's turn (CATHTTP-25), and calls ``before`` first; a local writer builds first and
-        rebuilds under the lock."""
+        """Whether the next commit is built only in its session, in a turn taken now (CATHTTP-25; ``before``
+        runs first). A local writer builds first and rebuilds under the lock (COMMIT-7): never."""
         return False
 
     def holds_commit_turn(self, namespace: str, name: str) -> bool:
-        """Whether this thread's next swap of the table is surely not raced, so that a refused commit is
-        rebuilt and sent at once, without the wait of COMMIT-13. A local writer rebuilds under the lock,
-        within one session (COMMIT-7), so never; a served catalog's client may hold a turn (CATHTTP-22)."""
+        """Whether a refused commit is retried at once, without COMMIT-13's wait: only in a served catalog's
+        turn (CATHTTP-22); a local writer rebuilds within its locked session (COMMIT-7)."""
         return False
 
     def _instance(self) -> duckdb.DuckDBPyConnection:

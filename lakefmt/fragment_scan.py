@@ -28,7 +28,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as pads
 
-from lakefmt.file_layout import Layout
+from lakefmt.errors import CorruptDataFileError
+from lakefmt.file_layout import Layout, checked
 from lakefmt.file_reader import FileReader
 from lakefmt.threads import thread_map
 
@@ -79,11 +80,10 @@ def _fast(reader: FileReader, task: Any, fs: Any) -> tuple[Layout | None, Any]:
         fragment = _FORMAT.make_fragment(reader.io.fs_path(task.location), fs)
         fragment.ensure_complete_metadata()
         footer = fragment.metadata
-        layout = reader.layout_of(fragment.physical_schema, footer)
-    except (pa.ArrowInvalid, OSError):
-        return None, None  # the per-file read raises the error naming the file (READ-10)
-    if layout.problem is not None or footer.num_rows != data_file.record_count:
-        return None, None  # fails READ-12: the per-file read raises the error naming the file
+        layout = checked(reader.layout_of(fragment.physical_schema, footer), footer, task.location,
+                         data_file.record_count)
+    except (pa.ArrowInvalid, OSError, CorruptDataFileError):
+        return None, None  # unreadable or fails READ-12: the per-file read raises the error naming the file
     plan = layout.plan(reader.projected.fields, False, reader.output)
     if not plan.as_stored or not plan.columns:
         return None, None  # columns added or widened since, or none read: the per-file path
