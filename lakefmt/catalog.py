@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
-from lakefmt.catalog_file import ATTACHED, DAMAGED, CatalogSession, CommitRecord, check_catalog_file
-from lakefmt.catalog_lock import LockFile, lock_path, why_not_writable
+from lakefmt.catalog_access import MAX_HOLD_SECONDS, CatalogFileAccess
+from lakefmt.catalog_file import DAMAGED, CatalogSession, CommitRecord, check_catalog_file
+from lakefmt.catalog_lock import why_not_writable
 from lakefmt.errors import (
-    CatalogLockTimeoutError,
     CatalogMissingError,
     CorruptCatalogError,
     InvalidCatalogPathError,
@@ -59,24 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["CATALOG_FILE", "NAME_PATTERN", "Catalog", "CatalogSession", "CommitRecord", "parse_identifier",
            "validate_name"]
 CATALOG_FILE = "catalog.duckdb"
-WAL_CHECKPOINT_BYTES = 16 * 1024
-"""A writing session checkpoints the catalog file once its write-ahead log holds this much (CAT-22).
-
-A commit adds ~1.3 KiB to the log; each session replays the log when it attaches the
-file (measured: ~0.25 ms per KiB), and a checkpoint costs ~15 ms, mostly syncing.
-Checkpointing at 16 KiB costs ~3 ms per session on average (replay and checkpoints),
-against ~13 ms for a checkpoint at every detach.
-"""
-
-
-def _wal_size(catalog_path: str) -> int:
-    """Bytes in the catalog file's DuckDB write-ahead log ``<catalog>.wal`` (0 if there is none)."""
-    try:
-        return os.stat(catalog_path + ".wal").st_size
-    except OSError:
-        return 0
-
-
 def _batches_in_history(metadata: TableMetadata) -> list[tuple[WriterBatch, int]]:
     """Each idempotent writer's newest batch among the current snapshot's retained ancestors (CAT-20)."""
     newest: dict[str, tuple[WriterBatch, int]] = {}
@@ -116,6 +96,11 @@ class Catalog:
             write permission) is opened read-only anyway; ``read_only`` then says so and
             :attr:`read_only_reason` says why (CAT-18). Writes raise
             :class:`ReadOnlyCatalogError`.
+        session_linger: seconds to keep the catalog file locked and attached after a session, so
+            that this process's next session starts at once (CAT-23; at most 0.5). For a process
+            that commits many times in a row, such as the catalog server (``lakefmt serve`` uses
+            0.05); other processes then wait up to half a second longer for the lock. Default 0:
+            every session lets go of the file at its end.
         token: the bearer token of a catalog server; only with an ``http(s)://`` URL as
             ``warehouse``, which opens a :class:`lakefmt.catalog_client.RemoteCatalog`
             (spec/catalog-http.md; default token ``$LAKEFMT_CATALOG_TOKEN``).
@@ -136,15 +121,16 @@ class Catalog:
 
     def __init__(self, warehouse: str = "warehouse", *, catalog_path: str | None = None,
                  storage_options: dict[str, Any] | None = None, lock_timeout: float = 30.0,
-                 create: bool = False, read_only: bool = False, token: str | None = None) -> None:
+                 create: bool = False, read_only: bool = False, token: str | None = None,
+                 session_linger: float = 0.0) -> None:
         if token is not None:
             raise ValidationError(f"token=... is for a catalog server URL (http://host:port); the warehouse "
                                   f"{warehouse!r} is opened through its catalog file directly")
-        self._configure(warehouse, catalog_path, storage_options, lock_timeout, read_only)
+        self._configure(warehouse, catalog_path, storage_options, lock_timeout, read_only, session_linger)
         self._open(create=create, over_tables=False)
 
     def _configure(self, warehouse: str, catalog_path: str | None, storage_options: dict[str, Any] | None,
-                   lock_timeout: float, read_only: bool) -> None:
+                   lock_timeout: float, read_only: bool, session_linger: float = 0.0) -> None:
         self.warehouse = normalize_location(warehouse)
         self.io = FileIO(self.warehouse, storage_options)
         if catalog_path is None:
@@ -162,11 +148,13 @@ class Catalog:
         if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, (int, float)) or not lock_timeout > 0:
             raise ValidationError(f"lock_timeout must be a positive number of seconds, got {lock_timeout!r}")
         self.lock_timeout = float(lock_timeout)
+        if isinstance(session_linger, bool) or not isinstance(session_linger, (int, float)) \
+                or not 0 <= session_linger <= MAX_HOLD_SECONDS:
+            raise ValidationError(f"session_linger must be a number of seconds from 0 to {MAX_HOLD_SECONDS:g}, "
+                                  f"got {session_linger!r}")
         self.read_only = bool(read_only)
         self.read_only_reason: str | None = "opened with read_only=True" if read_only else None
-        self._thread_lock = threading.Lock()
-        self._duckdb: duckdb.DuckDBPyConnection | None = None
-        self._duckdb_pid = 0
+        self.session_linger = float(session_linger)
 
     def _open(self, *, create: bool, over_tables: bool) -> None:
         """Check that the catalog file exists (or create it, CAT-14, CAT-19), then its format."""
@@ -192,7 +180,8 @@ class Catalog:
             reason = why_not_writable(self.catalog_path)
             if reason is not None:
                 self.read_only, self.read_only_reason = True, reason
-        self._lock = LockFile(lock_path(self.catalog_path), read_only=self.read_only)
+        self._access = CatalogFileAccess(self.catalog_path, read_only=self.read_only, lock_timeout=self.lock_timeout,
+                                         unreadable=self._corrupt, linger=self.session_linger)
         with self.session(checkpoint=True) as s:
             try:
                 check_catalog_file(s.con, self.catalog_path, read_only=self.read_only, why=self.read_only_reason,
@@ -232,38 +221,24 @@ class Catalog:
 
         Waits at most ``lock_timeout`` seconds in all for the other threads of this
         process, ``<catalog>.lock`` and DuckDB's own file lock, then raises
-        :class:`CatalogLockTimeoutError`. The file is attached to this process's own
-        in-memory DuckDB instance for the session and detached at its end, which
-        releases DuckDB's file lock exactly as closing a connection does, for ~1 ms
-        instead of the ~11 ms it costs to start a DuckDB instance per session. A
-        read-only catalog attaches the file ``READ_ONLY`` under a shared lock (CAT-18).
-        With ``checkpoint`` the session folds the write-ahead log into the file at its
-        end; otherwise that happens once the log has grown (CAT-22).
+        :class:`CatalogLockTimeoutError` (:mod:`lakefmt.catalog_access`). A read-only
+        catalog attaches the file ``READ_ONLY`` under a shared lock (CAT-18). With
+        ``checkpoint`` the session folds the write-ahead log into the file at its end;
+        otherwise that happens once the log has grown (CAT-22).
         """
-        deadline = time.monotonic() + self.lock_timeout
-        if not self._thread_lock.acquire(timeout=min(self.lock_timeout, threading.TIMEOUT_MAX)):
-            raise CatalogLockTimeoutError(
-                f"another thread of this process (pid {os.getpid()}) held the catalog {self.catalog_path} "
-                f"for {self.lock_timeout:g}s; it is stuck inside a catalog session")
-        try:
-            with self._lock.held(deadline=deadline, timeout=self.lock_timeout):
-                con = self._attach(deadline)
-                failed = False
-                try:
-                    yield CatalogSession(con, f"in catalog {self.catalog_path} (warehouse {self.warehouse})")
-                except BaseException as exc:
-                    failed = True  # a failed session leaves the file as it was: no checkpoint either
-                    with contextlib.suppress(duckdb.Error):
-                        con.execute("ROLLBACK")  # a unit of work left open by the error
-                    if self.read_only and isinstance(exc, duckdb.Error) and "read-only" in str(exc):
-                        raise self._read_only_error("write to it") from exc
-                    if isinstance(exc, duckdb.IOException) and any(m in str(exc) for m in DAMAGED):
-                        raise self._corrupt(exc) from exc
-                    raise
-                finally:
-                    self._detach(con, checkpoint=None if failed else checkpoint)
-        finally:
-            self._thread_lock.release()
+        with self._access.attached(checkpoint=checkpoint) as con:
+            try:
+                yield CatalogSession(con, f"in catalog {self.catalog_path} (warehouse {self.warehouse})")
+            except BaseException as exc:
+                if self.read_only and isinstance(exc, duckdb.Error) and "read-only" in str(exc):
+                    raise self._read_only_error("write to it") from exc
+                if isinstance(exc, duckdb.IOException) and any(m in str(exc) for m in DAMAGED):
+                    raise self._corrupt(exc) from exc
+                raise
+
+    def release(self) -> None:
+        """Let go of the catalog file now, if this process keeps it between sessions (``session_linger``, CAT-23)."""
+        self._access.release()
 
     def take_commit_turn(self, namespace: str, name: str, *, before: Callable[[], None] | None = None) -> bool:
         """Whether the next commit is built only in its session, in a turn taken now (CATHTTP-25; ``before``
@@ -274,67 +249,6 @@ class Catalog:
         """Whether a refused commit is retried at once, without COMMIT-13's wait: only in a served catalog's
         turn (CATHTTP-22); a local writer rebuilds within its locked session (COMMIT-7)."""
         return False
-
-    def _instance(self) -> duckdb.DuckDBPyConnection:
-        """This process's in-memory DuckDB instance (a forked child starts its own).
-
-        Detaching does not checkpoint (CAT-22): a session's commit is durable in the
-        write-ahead log, and :meth:`_detach` checkpoints only once the log has grown.
-        """
-        if self._duckdb is None or self._duckdb_pid != os.getpid():
-            con = duckdb.connect(config={"threads": 1})
-            with contextlib.suppress(duckdb.Error):  # a DuckDB without the setting checkpoints at each detach
-                con.execute("SET checkpoint_on_detach = 'DISABLED'")
-            self._duckdb, self._duckdb_pid = con, os.getpid()
-        return self._duckdb
-
-    def _detach(self, con: duckdb.DuckDBPyConnection, *, checkpoint: bool | None = False) -> None:
-        """End a session: checkpoint if asked or if the write-ahead log passed :data:`WAL_CHECKPOINT_BYTES`,
-        then detach (CAT-22). ``checkpoint=None``: never (the session failed).
-
-        The session's work is already committed: a failed checkpoint is left to the next session.
-        """
-        wal = 0 if self.read_only or checkpoint is None else _wal_size(self.catalog_path)
-        if wal >= WAL_CHECKPOINT_BYTES or (checkpoint and wal > 0):
-            with contextlib.suppress(duckdb.Error):
-                con.execute(f"CHECKPOINT {ATTACHED}")
-        try:
-            con.execute(f"USE memory; DETACH {ATTACHED}")
-        except duckdb.Error:
-            self._duckdb = None  # closing the instance is sure to release the file
-            con.close()
-
-    def _attach(self, deadline: float) -> duckdb.DuckDBPyConnection:
-        delay = 0.005
-        path = self.catalog_path.replace("'", "''")
-        mode = " (READ_ONLY)" if self.read_only else ""
-        while True:
-            con = self._instance()
-            try:
-                con.execute(f"ATTACH '{path}' AS {ATTACHED}{mode}; USE {ATTACHED}")
-                return con
-            except duckdb.Error as exc:
-                message = str(exc)
-                if not isinstance(exc, duckdb.IOException) or "lock" not in message.lower():
-                    self._duckdb = None  # start from a fresh instance next time
-                    with contextlib.suppress(duckdb.Error):
-                        con.close()
-                    if "Permission denied" in message or "Read-only file system" in message:
-                        if self.read_only:
-                            raise InvalidCatalogPathError(f"the catalog file {self.catalog_path} cannot be read "
-                                                          f"by this process ({message}): check its permissions"
-                                                          ) from exc
-                        raise ReadOnlyCatalogError(
-                            f"the catalog file {self.catalog_path} cannot be opened for writing ({message}); "
-                            "open it with read_only=True to read it") from exc
-                    raise self._corrupt(exc) from exc
-                # A program that does not follow CAT-6, or a read-only reader (CAT-18), holds DuckDB's lock.
-                if time.monotonic() > deadline:
-                    raise CatalogLockTimeoutError(
-                        f"the catalog file {self.catalog_path} stayed locked by a program outside this "
-                        f"catalog's lock file for {self.lock_timeout:g}s: {message}") from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 0.5)
 
     # -- namespaces ------------------------------------------------------------
     def create_namespace(self, namespace: str, properties: dict[str, str] | None = None) -> None:

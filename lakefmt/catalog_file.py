@@ -267,24 +267,32 @@ class CatalogSession:
 
     def compare_and_swap(self, namespace: str, name: str, expected: str, new: str, *,
                          operation: str, snapshot_id: int | None, summary: dict[str, Any],
-                         writer_batch: WriterBatch | None = None, lease_token: str | None = None) -> bool:
+                         writer_batch: WriterBatch | None = None, lease_token: str | None = None) -> int | None:
         """Swap the pointer if it still equals ``expected`` (CAT-4); log the commit (CAT-5), and record
-        an idempotent commit's batch as its writer's progress (PROGRESS-3).
+        an idempotent commit's batch as its writer's progress (PROGRESS-3). Returns the table's new
+        version, or None when nothing was swapped.
 
-        ``lease_token`` names the write lease protecting the commit's files. This session checked
-        it under the same lock before the swap (COMMIT-19); a catalog served over HTTP checks it
-        in the swap's own transaction.
+        With ``lease_token``, the write lease protecting the commit's files (COMMIT-19) must
+        also be live and its own: the swap's ``UPDATE`` checks it, so that the lease and the
+        pointer are read in one statement. None then means that the pointer moved or that
+        the lease was lost; the caller tells which from :meth:`table_row`.
         """
         now = utcnow()
+        lease = ("" if lease_token is None else
+                 " AND EXISTS (SELECT 1 FROM leases l WHERE l.table_uuid = tables.table_uuid AND l.kind = 'write' "
+                 "AND l.lease_key = ? AND l.owner = ? AND l.expires_at > ?)")
+        params: list[Any] = [new, now, namespace, name, expected]
+        if lease_token is not None:
+            params += [lease_token, lease_token, time.time()]
         self.con.execute("BEGIN TRANSACTION")
         try:
             changed = self.con.execute(
                 "UPDATE tables SET metadata_location = ?, version = version + 1, updated_at = ? "
-                "WHERE namespace = ? AND name = ? AND metadata_location = ? RETURNING table_uuid, version",
-                [new, now, namespace, name, expected]).fetchall()
+                "WHERE namespace = ? AND name = ? AND metadata_location = ?" + lease + " RETURNING table_uuid, version",
+                params).fetchall()
             if len(changed) != 1:
                 self.con.execute("ROLLBACK")
-                return False
+                return None
             table_uuid, version = changed[0]
             self.con.execute(
                 "INSERT INTO commit_log VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -293,7 +301,7 @@ class CatalogSession:
             if writer_batch is not None:
                 record_batch(self.con, table_uuid, writer_batch, snapshot_id, now)
             self.con.execute("COMMIT")
-            return True
+            return int(version)
         except BaseException:
             with contextlib.suppress(duckdb.Error):
                 self.con.execute("ROLLBACK")

@@ -89,7 +89,16 @@ class LockFile:
 
     @contextlib.contextmanager
     def held(self, *, deadline: float, timeout: float) -> Iterator[None]:
-        """Hold the lock (exclusive, or shared when read-only) until the block ends.
+        """Hold the lock (exclusive, or shared when read-only) until the block ends (see :meth:`acquire`)."""
+        fd = self.acquire(deadline=deadline, timeout=timeout)
+        try:
+            yield
+        finally:
+            self.release(fd)
+
+    def acquire(self, *, deadline: float, timeout: float) -> int | None:
+        """Take the lock (exclusive, or shared when read-only); the open lock file to :meth:`release`, or None
+        for a reader that could not open it (CAT-18).
 
         Raises:
             CatalogLockTimeoutError: the lock stayed held by another process until ``deadline``;
@@ -97,16 +106,23 @@ class LockFile:
         """
         fd = self._open()
         if fd is None:
-            yield
-            return
+            return None
         try:
             self._acquire(fd, deadline, timeout)
-            try:
-                if not self.read_only:
-                    os.pwrite(fd, f"{os.getpid():<{_PID_WIDTH - 1}}\n".encode("ascii"), 0)
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            if not self.read_only:
+                os.pwrite(fd, f"{os.getpid():<{_PID_WIDTH - 1}}\n".encode("ascii"), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    @staticmethod
+    def release(fd: int | None) -> None:
+        """Give back a lock taken by :meth:`acquire`."""
+        if fd is None:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import lakefmt
-from lakefmt.catalog import WAL_CHECKPOINT_BYTES
+from lakefmt.catalog_access import WAL_CHECKPOINT_BYTES
 from tests.conftest import rows
 from tests.maintenance.helpers import all_files
 

@@ -91,8 +91,9 @@ def parse_storage_options(items: Sequence[str] | None) -> dict[str, Any]:
     return options
 
 
-def open_catalog(args: argparse.Namespace, *, create: bool = False) -> Catalog:
+def open_catalog(args: argparse.Namespace, *, create: bool = False, session_linger: float = 0.0) -> Catalog:
     """The catalog named by the global options; refuses to invent an empty one unless ``create``.
+    ``session_linger`` applies to a catalog file opened here (CAT-23).
 
     A missing catalog raises :class:`lakefmt.NoSuchWarehouseError`, or
     :class:`lakefmt.CatalogMissingError` when the warehouse still holds tables (CAT-14, CAT-19).
@@ -109,7 +110,8 @@ def open_catalog(args: argparse.Namespace, *, create: bool = False) -> Catalog:
     if warehouse.lower().startswith(("http://", "https://")):
         return Catalog(warehouse, catalog_path=catalog_path, storage_options=options, create=create,
                        token=getattr(args, "token", None) or os.environ.get("LAKEFMT_CATALOG_TOKEN"))
-    return Catalog(warehouse, catalog_path=catalog_path, storage_options=options, create=create)
+    return Catalog(warehouse, catalog_path=catalog_path, storage_options=options, create=create,
+                   session_linger=session_linger)
 
 
 def split_top_level(values: Sequence[str]) -> list[str]:

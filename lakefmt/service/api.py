@@ -66,6 +66,37 @@ def reject_unknown_query(request: Request) -> None:
         raise HTTPException(422, f"unknown query parameter(s): {', '.join(map(repr, unknown))}")
 
 
+class CountRequests:
+    """ASGI middleware counting the answered requests by method, route and status (``lakefmt_service_http_requests_total``).
+
+    Written as plain ASGI rather than with ``@app.middleware("http")``: Starlette's
+    ``BaseHTTPMiddleware`` runs each request in a task group and streams the answer through a
+    memory channel, which was ~15% of the catalog server's CPU per commit (py-spy, 4 writers).
+    A request that fails inside the application is counted with status 500.
+    """
+
+    def __init__(self, app: Any, counter: Any) -> None:
+        self.app, self.counter = app, counter
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def sending(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            self.counter.labels(method=scope["method"], route=route, status=str(status)).inc()
+
+
 def create_app(service: CompactionService) -> FastAPI:
     """The FastAPI application serving ``service``."""
     app = FastAPI(title="lakefmt compaction service", version=__version__,
@@ -85,13 +116,7 @@ def create_app(service: CompactionService) -> FastAPI:
 
     auth = [Depends(authorize)]
 
-    @app.middleware("http")
-    async def count_requests(request: Request, call_next: Any) -> Response:
-        response = await call_next(request)
-        route = request.scope.get("route")
-        metrics.http_requests.labels(method=request.method, route=getattr(route, "path", "unmatched"),
-                                     status=str(response.status_code)).inc()
-        return response
+    app.add_middleware(CountRequests, counter=metrics.http_requests)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:

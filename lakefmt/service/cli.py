@@ -80,6 +80,7 @@ def run_serve(args: argparse.Namespace) -> int:
         raise CliError(f"lakefmt serve needs the service extra ({exc.name} is missing): "
                        "pip install 'lakefmt[service]'") from None
     from lakefmt.service.config import check_exposure, load_config  # croniter: also the service extra
+    from lakefmt.service.daemon import SESSION_LINGER
     path = config_path(args)
     file_config = load_config(path, environ={}) if path else None
     warehouse = args.warehouse
@@ -100,7 +101,8 @@ def run_serve(args: argparse.Namespace) -> int:
     check_exposure(config)  # before the catalog is opened: a refused start changes nothing
     args.warehouse, args.catalog_path, args.storage_options = config.warehouse, config.catalog_path, dict(
         config.storage_options)
-    catalog = open_catalog(args, create=args.demo)  # refuses a warehouse without a catalog, unless --demo
+    catalog = open_catalog(args, create=args.demo,  # refuses a warehouse without a catalog, unless --demo
+                           session_linger=SESSION_LINGER)
     extra = None
     if args.demo:
         from lakefmt.service.demo import start_demo_writer
