@@ -22,6 +22,7 @@ rewritten even when large or alone (COMPACT-35): ``plan.explain()`` says ``delet
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -158,8 +159,16 @@ class Compaction:
             plan = CompactionPlan(strategy, opts, (), int(time.time() * 1000))  # not even planned (COMPACT-26)
         else:
             self.table.refresh()
-            plan = plan_table(self.table, opts, strategy=strategy, sort_by=sort_by, columns=columns,
-                              filter=filter)
+            # The run's write lease (CAT-10), which run_plan holds, is taken while the plan is made:
+            # its catalog session waits on the disk, planning on the CPU.
+            leasing = threading.Thread(target=_take_write_lease, args=(self.table,),
+                                       name="lakefmt-compact-write-lease", daemon=True)
+            leasing.start()
+            try:
+                plan = plan_table(self.table, opts, strategy=strategy, sort_by=sort_by, columns=columns,
+                                  filter=filter)
+            finally:
+                leasing.join()
         return run_plan(self.table, plan, respect_windows=respect_windows, should_pause=should_pause,
                         progress=progress, hook=hook, use_leases=use_leases, owner=owner, rewriter=rewriter,
                         should_stop=should_stop)
@@ -168,3 +177,12 @@ class Compaction:
                           probe_filter: str | Expression | None = None) -> ManifestRewriteResult:
         """Merge small manifests into few, clustered by partition, as a metadata-only commit (COMPACT-29)."""
         return rewrite_manifests(self.table, target_size=target_size, probe_filter=probe_filter)
+
+
+def _take_write_lease(table: Table) -> None:
+    """Take ``table``'s write lease ahead of :func:`run_plan`, which takes it itself (and reports
+    why) if this fails."""
+    try:
+        table.write_token()
+    except Exception:  # noqa: BLE001, S110 - run_plan's own attempt raises the error
+        pass

@@ -8,7 +8,9 @@ returns a :class:`RewriteResult`. It never commits; the caller decides.
 Strategies:
 
 * ``binpack`` streams batches file by file into a rolling writer (never the whole
-  group in memory); files roll at the target size by bytes actually written.
+  group in memory); files roll at the target size by bytes actually written. A group of
+  many small local files is read in one pass instead (:mod:`lakefmt.compaction.small_inputs`,
+  COMPACT-38).
 * ``sort`` merges the inputs with a streaming k-way merge when every input is
   already sorted by the target order, and otherwise sorts the group.
 * ``zorder`` sorts the group by Z-order key (:mod:`lakefmt.compaction.zorder`).
@@ -67,6 +69,7 @@ from lakefmt.compaction.merge import merge_sorted
 from lakefmt.compaction.options import SORT_MEMORY_BYTES, Strategy
 from lakefmt.compaction.ranks import sort_indices
 from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, live_rows, read_table
+from lakefmt.compaction.small_inputs import OnePassError, read_small_inputs
 from lakefmt.compaction.spill import contiguous, plan_spill, spill_sorted
 from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, checksum, holds_parts, parquet_checksum
 from lakefmt.compaction.zorder import zorder_indices
@@ -147,6 +150,14 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
         raise CompactionError(f"group {task.group_id}: a sort rewrite needs sort keys")
     if task.strategy == "zorder" and not task.zorder_columns:
         raise CompactionError(f"group {task.group_id}: a Z-order rewrite needs columns")
+    try:
+        return _rewrite(io, task, throttle, hook, sync, one_pass=True)
+    except OnePassError:  # its outputs are deleted: the group again, file by file (COMPACT-38)
+        return _rewrite(io, task, throttle, hook, sync, one_pass=False)
+
+
+def _rewrite(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | None, hook: Hook | None,
+             sync: bool, *, one_pass: bool) -> RewriteResult:
     started = time.perf_counter()
     writer = RollingFileWriter(io, task.location, task.schema, task.spec, task.partition, task.write_options,
                                sort_order_id=task.output_sort_order_id, sync=sync)
@@ -158,7 +169,7 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
     try:
         sink = _Sink(writer, max(task.write_options.row_group_rows, SINK_ROWS), written if task.verify else None)
         counts: dict[str, int] = {}  # rows read from each input without a vector
-        method = _write_rows(io, task, sink, inputs, throttle, counts)
+        method = _write_rows(io, task, sink, inputs, throttle, counts, one_pass)
         sink.flush()
         outputs = tuple(writer.close())
         paths = tuple(f"{task.location}/{f.path}" for f in outputs)
@@ -186,9 +197,11 @@ def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], No
 
 
 def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
-                throttle: Callable[[int], None] | None, counts: dict[str, int]) -> Method:
+                throttle: Callable[[int], None] | None, counts: dict[str, int], one_pass: bool) -> Method:
     if task.strategy == "binpack":
-        for batch in _stream(io, task, throttle, DEFAULT_BATCH_ROWS, counts):
+        batches = read_small_inputs(io, task.location, task.schema, task.files, batch_rows=DEFAULT_BATCH_ROWS,
+                                    charge=throttle, counts=counts) if one_pass else None  # COMPACT-38
+        for batch in batches if batches is not None else _stream(io, task, throttle, DEFAULT_BATCH_ROWS, counts):
             inputs.update(batch)
             sink.write(batch)
         return "stream"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -39,6 +40,8 @@ from lakefmt.compaction.pacing import Pacer, QuietWindows, TokenBucket
 from lakefmt.compaction.planner import CompactionPlan, FileGroup, PartitionPlan, PlannerFile, plan_groups
 from lakefmt.compaction.results import CompactionResult, GroupResult
 from lakefmt.compaction.rewrite import Hook, RewriteResult, RewriteTask, rewrite_group
+from lakefmt.compaction.small_inputs import one_pass_candidate
+from lakefmt.compaction.verify import warm_up
 from lakefmt.errors import LakefmtError, ValidationError
 from lakefmt.expressions import Expression
 from lakefmt.manifest_cache import read_entries, read_list
@@ -215,6 +218,10 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
         return _result(table, plan, [], started, files_before, bytes_before, status="quiet-window")
     if total == 0:
         return _result(table, plan, [], started, files_before, bytes_before, status="nothing-to-do")
+    if rewriter is None and plan.strategy == "binpack" and any(
+            one_pass_candidate(table.io.scheme, g.files) for g in plan.groups):
+        # Its rewrites will read with DuckDB (COMPACT-38): its database starts while the leases are taken.
+        threading.Thread(target=warm_up, name="lakefmt-compact-warm-up", daemon=True).start()
     pacer = Pacer(TokenBucket.from_mb_per_s(plan.options.read_mb_per_s), should_pause)
     leases = PartitionLeases(table, owner=owner or default_owner(), ttl=plan.options.lease_seconds,
                              enabled=use_leases)
