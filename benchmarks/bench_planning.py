@@ -21,7 +21,8 @@ Measured, interleaved (lakefmt, delta-rs, ... with the order flipped each run; m
 * lakefmt's planning of the selective query and of one day, for reference;
 * a full scan into Arrow of every planned file: lakefmt ``scan().to_arrow()``,
   ``pyarrow.dataset.dataset(paths).to_table()`` and DuckDB ``read_parquet(paths)`` (Arrow
-  result). Goal: lakefmt ahead of pyarrow.dataset.
+  result), wall and CPU time (all threads; less noisy on a shared machine). Goal: lakefmt
+  ahead of pyarrow.dataset.
 
 Usage:
     python benchmarks/bench_planning.py                      # both datasets, ~6 minutes on 2 cores
@@ -153,18 +154,19 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
     def count(name: str, fn: Callable[[], pa.Table]) -> Callable[[], None]:
         return lambda: rows.__setitem__(name, fn().num_rows)
 
+    scan_cpu: dict[str, list[float]] = {}
     scans = interleaved({
         "lakefmt scan().to_arrow()": count("lakefmt", lambda: t.scan().to_arrow()),
         "pyarrow.dataset over the planned files": count("pyarrow", lambda: pads.dataset(paths,
                                                                                         format="parquet").to_table()),
         "DuckDB read_parquet(planned files)": count("duckdb", lambda: con.read_parquet(paths).to_arrow_table()),
-    }, args.scan_runs)
+    }, args.scan_runs, scan_cpu)
     assert len(set(rows.values())) == 1, rows
     med = {k: median(v) for k, v in {**planning, **scans}.items()}
     out = {"dataset": ds.name, "files": args.files, "rows": rows["lakefmt"], "build_s": built,
            "manifests": full_plan.manifests_total,
            "planning_s": planning, "planning_cpu_s": planning_cpu,
-           "median_cpu_s": {k: median(v) for k, v in planning_cpu.items()},
+           "median_cpu_s": {k: median(v) for k, v in {**planning_cpu, **scan_cpu}.items()},
            "scans_s": scans, "median_s": med, "filtered": filtered,
            "load_average_planning": load_planning, "load_average_scans": loadavg(),
            "planning_ratio": med["lakefmt: load_table + plan (cold)"] / med["delta-rs: DeltaTable() + file_uris()"],
@@ -206,13 +208,16 @@ def report(results: list[dict[str, Any]]) -> str:
              ms_cpu("delta-rs: file_uris() on an open table"), ""],
             *[[f"lakefmt: plan {label} ({f['files_planned']:,} files, cold cache)",
                f"{f['cold_median_s'] * 1000:.1f}", "", ""] for label, f in r["filtered"].items()],
-            ["full scan: lakefmt scan().to_arrow()", f"{med['lakefmt scan().to_arrow()'] * 1000:.0f}", "",
+            ["full scan: lakefmt scan().to_arrow()", f"{med['lakefmt scan().to_arrow()'] * 1000:.0f}",
+             ms_cpu("lakefmt scan().to_arrow()"),
              (f"{r['scan_vs_pyarrow']:.2f}x (goal < 1.0x: {'met' if r['scan_vs_pyarrow'] < 1 else '**missed**'}); "
               f"{r['scan_vs_duckdb']:.2f}x DuckDB")],
             ["full scan: pyarrow.dataset over the planned files",
-             f"{med['pyarrow.dataset over the planned files'] * 1000:.0f}", "", ""],
+             f"{med['pyarrow.dataset over the planned files'] * 1000:.0f}",
+             ms_cpu("pyarrow.dataset over the planned files"), ""],
             ["full scan: DuckDB read_parquet(planned files)",
-             f"{med['DuckDB read_parquet(planned files)'] * 1000:.0f}", "", ""],
+             f"{med['DuckDB read_parquet(planned files)'] * 1000:.0f}",
+             ms_cpu("DuckDB read_parquet(planned files)"), ""],
         ]) + "\n\n"
     return text.rstrip()
 

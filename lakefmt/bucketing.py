@@ -26,6 +26,7 @@ import mmh3
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt import arrow_values
 from lakefmt.conversions import to_bytes, to_physical
 from lakefmt.errors import SchemaError
 from lakefmt.types import LakeType
@@ -54,7 +55,7 @@ def bucket_hash(value: Any, source: LakeType) -> int:
 
 
 def _u32(value: int) -> pa.Scalar:
-    return pa.scalar(value, pa.uint32())
+    return arrow_values.scalar(value, pa.uint32())  # not pa.scalar: that imports pandas
 
 
 def _rotl_array(x: pa.Array, r: int) -> pa.Array:
@@ -70,8 +71,8 @@ def _mix_block(h: pa.Array | None, k: pa.Array) -> pa.Array:
 def _murmur3_long_array(values: pa.Array) -> pa.Array:
     """Vectorized murmur3 of each int64 value's 8-byte little-endian form (uint32 result)."""
     u = values.cast(pa.uint64(), safe=False)
-    low = pc.bit_wise_and(u, pa.scalar(_M32, pa.uint64())).cast(pa.uint32())
-    high = pc.shift_right(u, pa.scalar(32, pa.uint64())).cast(pa.uint32())
+    low = pc.bit_wise_and(u, arrow_values.scalar(_M32, pa.uint64())).cast(pa.uint32())
+    high = pc.shift_right(u, arrow_values.scalar(32, pa.uint64())).cast(pa.uint32())
     h = pc.bit_wise_xor(_mix_block(_mix_block(None, low), high), _u32(8))
     h = pc.bit_wise_xor(h, pc.shift_right(h, _u32(16)))
     h = pc.multiply(h, _u32(0x85EBCA6B))
@@ -91,7 +92,7 @@ def _distinct_hashes(dictionary: pa.Array, source: LakeType) -> pa.Array:
         values = [to_bytes(source, to_physical(source, v)) for v in dictionary.to_pylist()]
     else:
         raise SchemaError(f"cannot bucket a {source} value")
-    return pa.array([mmh3.hash(v, 0, signed=True) for v in values], pa.int32())
+    return arrow_values.array([mmh3.hash(v, 0, signed=True) for v in values], pa.int32())
 
 
 def hash_array(arr: pa.Array | pa.ChunkedArray, source: LakeType) -> pa.Array:
@@ -110,5 +111,6 @@ def hash_array(arr: pa.Array | pa.ChunkedArray, source: LakeType) -> pa.Array:
 
 
 def bucket_array(hashes: pa.Array, n: int) -> pa.Array:
-    positive = pc.bit_wise_and(hashes.cast(pa.int64()), 0x7FFFFFFF)
-    return pc.subtract(positive, pc.multiply(pc.divide(positive, n), n)).cast(pa.int32())
+    mask, count = arrow_values.scalar(0x7FFFFFFF, pa.int64()), arrow_values.scalar(n, pa.int64())
+    positive = pc.bit_wise_and(hashes.cast(pa.int64()), mask)
+    return pc.subtract(positive, pc.multiply(pc.divide(positive, count), count)).cast(pa.int32())

@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt import arrow_values
 from lakefmt.file_reader import FileReader, IntValues, PendingFile
 from lakefmt.manifest import DataFile
 from lakefmt.row_filters import matching_positions
@@ -99,7 +100,7 @@ def _read_batch(reader: FileReader, files: Sequence[tuple[str, DataFile]], threa
         positions = _evaluate(reader, [s for _, s in pending])
         found = [(i, s, p) for (i, s), p in zip(pending, positions) if len(p)]
         for i, _ in pending:
-            steps[i] = reader.output.empty_table()
+            steps[i] = arrow_values.empty_table(reader.output)
         tables = thread_map(lambda hit: reader.finish(hit[1], hit[2]), found, threads)
         for (i, _, _), table in zip(found, tables):
             steps[i] = table
@@ -154,6 +155,6 @@ def _split(positions: pa.Array, sizes: list[int]) -> list[pa.Array]:
         hi = bisect.bisect_left(values, offset, lo)
         part = positions.slice(lo, hi - lo)
         first = offset - size
-        parts.append(pc.subtract(part, pa.scalar(first, part.type)) if first and len(part) else part)
+        parts.append(pc.subtract(part, arrow_values.scalar(first, part.type)) if first and len(part) else part)
         lo = hi
     return parts

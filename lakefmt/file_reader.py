@@ -16,7 +16,8 @@ between them; :mod:`lakefmt.file_batches` evaluates it over many files at once (
 Most of what reading a file costs beyond decoding is per file, so the reader keeps it
 small: how a file's columns map to the table's fields is worked out once per distinct
 file schema of the scan (:class:`Layout`), not once per file; a small file is read with
-one request (:data:`WHOLE_FILE_BYTES`).
+one request (:data:`WHOLE_FILE_BYTES`); a file's footer is parsed once per process
+(:data:`FOOTERS`, READ-12).
 """
 
 from __future__ import annotations
@@ -31,11 +32,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakefmt import parquet_pages
+from lakefmt import arrow_values, parquet_pages
 from lakefmt.deletion_vectors import live_mask
 from lakefmt.errors import CorruptDataFileError
 from lakefmt.evaluators import MetricsEvaluator, Residuals, matching_positions, row_mask
 from lakefmt.expressions import AlwaysFalse, AlwaysTrue, BoundExpression, Expression, referenced_field_ids
+from lakefmt.file_cache import ImmutableFileCache
 from lakefmt.file_layout import (  # re-exported: callers import them from here
     Layout,
     checked,
@@ -55,6 +57,15 @@ __all__ = ["FileReader", "data_file_field_ids", "matching_row_groups", "plain_ar
 # and the columns would otherwise take two or three requests, each costing more than copying
 # the rest of such a file.
 WHOLE_FILE_BYTES = 256 * 1024
+
+
+def _footer_weight(footer: pq.FileMetaData) -> int:
+    return max(1, footer.num_row_groups * footer.num_columns)
+
+
+# Parsed footers of data files, weighed in column chunks (a few hundred bytes each): parsing a
+# footer cost about 60 us of the ~0.5 ms a selective read of a small file costs.
+FOOTERS = ImmutableFileCache[pq.FileMetaData](max_weight=200_000, weight=_footer_weight)
 
 
 def read_data_file(io: FileIO, location: str, table_schema: Schema, projected: Schema,
@@ -150,7 +161,7 @@ class FileReader:
         the leaves ``data_file``'s statistics decide are not evaluated (READ-13).
         """
         with _read_errors(location), self._input(location, data_file) as source:
-            parquet = self._open(source)
+            parquet = self._open(source, location, data_file)
             layout = self._layout(parquet, location, expected_rows)
             rows = parquet.metadata.num_rows
             if self.metrics is None:
@@ -203,7 +214,7 @@ class FileReader:
 
     def _start(self, source: Any, location: str, expected_rows: int | None, data_file: DataFile | None
                ) -> pa.Table | PendingFile:
-        parquet = self._open(source)
+        parquet = self._open(source, location, data_file)
         layout = self._layout(parquet, location, expected_rows)
         live = self._live_rows(location, data_file)
         threads = self.column_threads and (data_file is None or data_file.file_size_bytes > WHOLE_FILE_BYTES)
@@ -212,11 +223,11 @@ class FileReader:
                                      use_threads=threads), live)
         remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
         if isinstance(remaining, AlwaysFalse):
-            return self.output.empty_table()
+            return arrow_values.empty_table(self.output)
         groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics,
                                     cached_as=(self.io, location))
         if groups is not None and not groups:
-            return self.output.empty_table()
+            return arrow_values.empty_table(self.output)
         live = None if live is None else _rows_of_groups(parquet, groups, live)
         if isinstance(remaining, AlwaysTrue):
             return _keep(read_fields(parquet, layout, groups, self.projected.fields, location, self.output,
@@ -247,7 +258,7 @@ class FileReader:
             keep = pc.take(live, positions)
             positions = pc.filter(positions, keep.combine_chunks() if isinstance(keep, pa.ChunkedArray) else keep)
         if len(positions) == 0:
-            return self.output.empty_table()
+            return arrow_values.empty_table(self.output)
         parquet, layout, groups, location = pending.parquet, pending.layout, pending.groups, pending.location
         rest = columns.rest
         others = None
@@ -282,20 +293,34 @@ class FileReader:
             table_location = location[:-len(suffix)] if location.endswith(suffix) else location.rsplit("/", 1)[0]
         return live_mask(self.io, table_location, data_file)
 
-    def _open(self, source: Any) -> pq.ParquetFile:
+    def _open(self, source: Any, location: str, data_file: DataFile | None) -> pq.ParquetFile:
         """The file's reader; the filter's string columns read as dictionaries (compared on their dictionary).
 
         They are named by the table's names; a file where one is missing (the column was renamed
         or added since) is opened without. Any string column so named reads as a dictionary;
         a read plan decodes it unless it is a filter column.
+
+        The footer of a file a manifest entry describes is parsed once per process and kept
+        (:data:`FOOTERS`, READ-12): data files are never modified (LAYOUT-4), and the size of
+        the file opened is part of the key, so a file of another size put at the same path is
+        parsed anew and checked against its manifest entry.
         """
         pre_buffer = self.pre_buffer and not isinstance(source, pa.BufferReader)
+        size = None if data_file is None else _source_size(source)
+        key = None if size is None else f"{location}#{size}"
+        footer = None if key is None else FOOTERS.get(self.io, key)
+        parquet = None
         if self._dictionary_names:
             try:
-                return pq.ParquetFile(source, pre_buffer=pre_buffer, read_dictionary=self._dictionary_names)
+                parquet = pq.ParquetFile(source, metadata=footer, pre_buffer=pre_buffer,
+                                         read_dictionary=self._dictionary_names)
             except KeyError:
                 pass
-        return pq.ParquetFile(source, pre_buffer=pre_buffer)
+        if parquet is None:
+            parquet = pq.ParquetFile(source, metadata=footer, pre_buffer=pre_buffer)
+        if key is not None and footer is None:
+            FOOTERS.put(self.io, key, parquet.metadata)
+        return parquet
 
     def _layout(self, parquet: pq.ParquetFile, location: str, expected_rows: int | None) -> Layout:
         """The file's layout, after checking it is the table's file (READ-12)."""
@@ -339,12 +364,12 @@ class FileReader:
         for i in hit:  # renumber the positions over the rows of the groups read
             part = positions.slice(bounds[i], ends[i] - bounds[i])
             shift = starts[i] - offset
-            parts.append(pc.subtract(part, pa.scalar(shift, part.type)) if shift else part)
+            parts.append(pc.subtract(part, arrow_values.scalar(shift, part.type)) if shift else part)
             offset += footer.row_group(groups[i]).num_rows
         taken = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
         hit_groups = [groups[i] for i in hit]
         sparse = self._sparse(parquet, layout, source, fields, hit_groups,
-                              {groups[i]: (positions, bounds[i], ends[i], starts[i]) for i in hit})
+                              {groups[i]: (positions, bounds[i], ends[i], starts[i]) for i in hit}, location)
         if sparse is not None:
             try:
                 return read_fields(sparse, layout, hit_groups, fields, location).take(taken)
@@ -353,9 +378,11 @@ class FileReader:
         return read_fields(parquet, layout, hit_groups, fields, location).take(taken)
 
     def _sparse(self, parquet: pq.ParquetFile, layout: Layout, source: Any, fields: Sequence[Field],
-                groups: list[int], hits: dict[int, tuple[pa.Array, int, int, int]]) -> pq.ParquetFile | None:
+                groups: list[int], hits: dict[int, tuple[pa.Array, int, int, int]], location: str
+                ) -> pq.ParquetFile | None:
         """A reader of a copy of the file in which the pages of ``fields``' columns holding no wanted row
-        read as nulls (READ-15); None when no column chunk is worth it (or the file is not local)."""
+        read as nulls (READ-15); None when no column chunk is worth it (or the file is not local).
+        The pages found in the file's chunks are kept for the next read (``parquet_pages.PAGES``)."""
         if not parquet_pages.ENABLED or not self.local or not layout.flat or not hasattr(source, "readinto"):
             return None
         plan = layout.plan(fields, False, None)
@@ -373,8 +400,18 @@ class FileReader:
         for g in {g for g, _ in walk}:
             positions, lo, hi, first = hits[g]
             rows[g] = [p - first for p in positions.slice(lo, hi - lo).to_pylist()]
-        buffer = parquet_pages.sparse_copy(source, footer, source.size(), groups, leaves, rows, walk)
+        size = source.size()
+        buffer = parquet_pages.sparse_copy(source, footer, size, groups, leaves, rows, walk,
+                                           cached_as=(self.io, f"{location}#{size}"))
         return pq.ParquetFile(pa.BufferReader(buffer), metadata=footer, pre_buffer=False)
+
+
+def _source_size(source: Any) -> int | None:
+    """The size in bytes of an open file (a pyarrow file's ``size()``, an fsspec file's ``size``), if known."""
+    size = getattr(source, "size", None)
+    if callable(size):
+        size = size()
+    return size if isinstance(size, int) else None
 
 
 class IntValues:

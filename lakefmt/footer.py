@@ -113,6 +113,7 @@ def _column_stats(footer: pq.FileMetaData, col_index: int, ltype: Any, row_group
     count = 0
     bounds_known = True
     exact = True
+    raw = _raw_micros(footer, col_index, ltype)
     for rg_index in row_groups:
         rg = footer.row_group(rg_index)
         column = rg.column(col_index)
@@ -131,9 +132,20 @@ def _column_stats(footer: pq.FileMetaData, col_index: int, ltype: Any, row_group
             continue
         if getattr(stats, "is_max_value_exact", True) is False:
             exact = False
-        lo, hi = to_physical(ltype, stats.min), to_physical(ltype, stats.max)
+        lo, hi = ((stats.min_raw, stats.max_raw) if raw
+                  else (to_physical(ltype, stats.min), to_physical(ltype, stats.max)))
         low = lo if low is None or lo < low else low
         high = hi if high is None or hi > high else high
     if not bounds_known:
         low = high = None
     return low, high, nulls, count, exact
+
+
+def _raw_micros(footer: pq.FileMetaData, col_index: int, ltype: Any) -> bool:
+    """Whether the column's statistics are timestamps stored as INT64 microseconds, its physical form
+    (TYPE-2): they are read raw, as ``.min``/``.max`` would build datetimes, and for a timestamp with a
+    zone pyarrow imports pandas to build one."""
+    if getattr(ltype, "name", None) not in ("timestamp", "timestamptz"):
+        return False
+    column = footer.schema.column(col_index)
+    return column.physical_type == "INT64" and '"timeUnit":"microseconds"' in column.logical_type.to_json()

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakefmt import arrow_values
 from lakefmt.conversions import from_bytes, lower_bound_value, to_bytes, to_physical, upper_bound_value
 from lakefmt.deletion_vectors import DeletionVector
 from lakefmt.errors import CorruptMetadataError, MissingFileError
@@ -153,7 +154,7 @@ def write_manifest(io: FileIO, location: str, relative_path: str, entries: list[
         "lakefmt.partition-spec": json.dumps(spec.to_json()),
         "lakefmt.schema": json.dumps(schema.to_json()),
     })
-    table = pa.Table.from_pydict(columns, schema=arrow_schema)
+    table = arrow_values.table(columns, arrow_schema)  # not from_pydict: that imports pandas
     length = _write_parquet(io, location, table)
     counts = {s: [0, 0] for s in EntryStatus}
     for e in entries:
@@ -386,7 +387,7 @@ def _encoded(child: pa.Array, ltype: LakeType) -> tuple[list[Any], pa.Array]:
         except pa.ArrowNotImplementedError:
             pass
     if codes is None:
-        codes = pa.array(range(len(child)), pa.int64())
+        codes = arrow_values.array(range(len(child)), pa.int64())
     if pa.types.is_date32(array.type):  # the physical form is the day number (TYPE-2)
         return array.cast(pa.int32()).to_pylist(), codes
     if pa.types.is_timestamp(array.type) and array.type.unit == "us":
@@ -412,8 +413,8 @@ def write_manifest_list(io: FileIO, location: str, manifests: list[ManifestFile]
         rows["partitions"].append([
             {"contains_null": s.contains_null, "lower_bound": s.lower_bound, "upper_bound": s.upper_bound}
             for s in m.partitions])
-    table = pa.Table.from_pydict(rows, schema=MANIFEST_LIST_SCHEMA.with_metadata(
-        {"lakefmt.format-version": str(format_version)}))
+    schema = MANIFEST_LIST_SCHEMA.with_metadata({"lakefmt.format-version": str(format_version)})
+    table = arrow_values.table(rows, schema)  # not from_pydict: that imports pandas
     return _write_parquet(io, location, table)
 
 

@@ -25,10 +25,16 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from lakefmt.file_cache import ImmutableFileCache
+
+if TYPE_CHECKING:
+    from lakefmt.io import FileIO
 
 # Pages of nulls are decoded as intended by the pyarrow versions this module is tested on (26);
 # older ones read whole column chunks, which READ-15 always allows.
@@ -40,6 +46,9 @@ _MAX_HEADER = 1 << 20
 # Readers of files from parquet-mr before 1.2.9 read up to 100 bytes past a chunk's recorded
 # size (PARQUET-816); those bytes are copied too, so the copy reads as the file would.
 _TAIL = 100
+# The pages found in column chunks of data files, weighed in pages (four integers each): data files
+# are never modified (LAYOUT-4), and walking a chunk's headers costs about 8 us per page.
+PAGES = ImmutableFileCache[list[tuple[int, int, int, int]]](max_weight=500_000, weight=lambda p: max(1, len(p)))
 # PageHeader fields read: type (1), compressed_page_size (3), data_page_header.num_values (5.1),
 # data_page_header_v2.num_rows (8.3).
 _WANTED: dict[int, Any] = {1: None, 3: None, 5: {1: None}, 8: {3: None}}
@@ -51,8 +60,9 @@ class _Truncated(Exception):
 
 def worth_walking(chunk: pq.ColumnChunkMetaData, wanted_rows: int) -> bool:
     """Whether skipping pages can pay: a chunk of at least two pages (estimated from its decoded
-    size) holding fewer wanted rows than pages. A header costs tens of microseconds to read; a
-    page, about a millisecond to decompress and decode."""
+    size) holding fewer wanted rows than pages. A header costs about 10 microseconds to read, and
+    nothing when the chunk's pages are kept (:data:`PAGES`); a page, up to a millisecond to
+    decompress and decode."""
     pages = -(-chunk.total_uncompressed_size // PAGE_BYTES)
     return pages >= 2 and wanted_rows < pages
 
@@ -65,11 +75,14 @@ def skippable_columns(footer: pq.FileMetaData) -> set[int]:
 
 
 def sparse_copy(source: Any, footer: pq.FileMetaData, size: int, groups: Sequence[int], columns: Sequence[int],
-                rows: Mapping[int, Sequence[int]], walk: set[tuple[int, int]]) -> pa.Buffer:
+                rows: Mapping[int, Sequence[int]], walk: set[tuple[int, int]], *,
+                cached_as: tuple[FileIO, str] | None = None) -> pa.Buffer:
     """A buffer of ``size`` bytes holding, for each row group of ``groups`` and leaf column of
     ``columns``, the column chunk as stored, except that in the chunks ``(group, column)`` of
     ``walk`` the data pages holding none of ``rows[group]`` (row numbers within the group,
-    ascending) are pages of nulls. ``source`` is the file (a pyarrow ``NativeFile``)."""
+    ascending) are pages of nulls. ``source`` is the file (a pyarrow ``NativeFile``).
+    ``cached_as`` (the file's store and a name for these bytes, such as its location and size)
+    keeps the pages found in each chunk for the next read of the file (:data:`PAGES`)."""
     out = pa.allocate_buffer(size)
     view = memoryview(out).cast("B")
     copy: list[tuple[int, int]] = []
@@ -82,7 +95,9 @@ def sparse_copy(source: Any, footer: pq.FileMetaData, size: int, groups: Sequenc
             if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
                 start = chunk.dictionary_page_offset
             end = start + chunk.total_compressed_size
-            pages = _pages(source, start, end, row_group.num_rows) if (g, c) in walk else None
+            pages = None
+            if (g, c) in walk:
+                pages = _chunk_pages(source, start, end, row_group.num_rows, cached_as)
             if pages is None:
                 copy.append((start, end))
             else:
@@ -97,6 +112,20 @@ def sparse_copy(source: Any, footer: pq.FileMetaData, size: int, groups: Sequenc
     for offset, page in stand_ins:
         view[offset:offset + len(page)] = page
     return out
+
+
+def _chunk_pages(source: Any, start: int, end: int, rows: int, cached_as: tuple[FileIO, str] | None
+                 ) -> list[tuple[int, int, int, int]] | None:
+    """:func:`_pages`, kept in :data:`PAGES` under ``cached_as`` when given (a chunk whose headers
+    are not understood is kept as an empty list, and gives None)."""
+    if cached_as is None:
+        return _pages(source, start, end, rows)
+    io, name = cached_as
+    key = f"{name}@{start}:{end}"
+    pages = PAGES.get(io, key)
+    if pages is None:
+        pages = PAGES.put(io, key, _pages(source, start, end, rows) or [])
+    return pages or None
 
 
 def _stand_ins(pages: list[tuple[int, int, int, int]], wanted: Sequence[int], stand_ins: list[tuple[int, bytes]]
@@ -165,6 +194,8 @@ def _pages(source: Any, start: int, end: int, rows: int) -> list[tuple[int, int,
 # -- Thrift compact protocol -----------------------------------------------------------------------
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    if pos < len(buf) and buf[pos] < 0x80:  # one byte: most field values and lengths in a page header
+        return buf[pos], pos + 1
     shift = result = 0
     while True:
         if pos >= len(buf):
@@ -212,8 +243,13 @@ def _skip(buf: bytes, pos: int, kind: int) -> int:
         return pos
     if kind == 3:
         return pos + 1
-    if kind in (4, 5, 6):
-        return _varint(buf, pos)[1]
+    if kind in (4, 5, 6):  # a varint: skipped without decoding it
+        end = len(buf)
+        while pos < end:
+            pos += 1
+            if buf[pos - 1] < 0x80:
+                return pos
+        raise _Truncated
     if kind == 7:
         return pos + 8
     if kind == 8:
@@ -269,14 +305,28 @@ def _i32(delta: int, value: int) -> bytes:
 def _null_page(rows: int, slot: int) -> bytes | None:
     """Header and levels of an uncompressed DATA_PAGE_V2 of ``rows`` nulls that fills ``slot`` bytes
     (the page's values, none, are followed by padding never read); None when it does not fit."""
-    levels = _uvarint(rows << 1) + b"\x00"  # one RLE run of ``rows`` definition levels 0 (bit width 1)
-    v2 = (_i32(1, rows) + _i32(1, rows) + _i32(1, rows) + _i32(1, 0) + _i32(1, len(levels)) + _i32(1, 0)
-          + bytes([(1 << 4) | 2]) + b"\x00")  # num_values, num_nulls, num_rows, PLAIN, level lengths, not compressed
-    body = slot
-    for _ in range(3):
-        header = _i32(1, _DATA_PAGE_V2) + _i32(1, body) + _i32(1, body) + bytes([(5 << 4) | 12]) + v2 + b"\x00"
-        body = slot - len(header)
-    header = _i32(1, _DATA_PAGE_V2) + _i32(1, body) + _i32(1, body) + bytes([(5 << 4) | 12]) + v2 + b"\x00"
+    levels, tail = _null_page_parts(rows)
+    fixed = len(_V2_TYPE) + len(tail)
+    body = slot - fixed
+    for _ in range(4):  # the size fields' own length decides the body's: a fixed point in one or two steps
+        fitted = slot - fixed - 2 * len(_i32(1, body))
+        if fitted == body:
+            break
+        body = fitted
+    size = _i32(1, body)
+    header = _V2_TYPE + size + size + tail
     if body < len(levels) or len(header) + body != slot:
         return None
     return header + levels
+
+
+_V2_TYPE = _i32(1, _DATA_PAGE_V2)
+
+
+@lru_cache(maxsize=256)
+def _null_page_parts(rows: int) -> tuple[bytes, bytes]:
+    """The definition levels of a page of ``rows`` nulls, and its header after the two page sizes."""
+    levels = _uvarint(rows << 1) + b"\x00"  # one RLE run of ``rows`` definition levels 0 (bit width 1)
+    v2 = (_i32(1, rows) + _i32(1, rows) + _i32(1, rows) + _i32(1, 0) + _i32(1, len(levels)) + _i32(1, 0)
+          + bytes([(1 << 4) | 2]) + b"\x00")  # num_values, num_nulls, num_rows, PLAIN, level lengths, not compressed
+    return levels, bytes([(5 << 4) | 12]) + v2 + b"\x00"

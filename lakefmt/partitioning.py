@@ -23,6 +23,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt import arrow_values
 from lakefmt.bucketing import bucket_array, bucket_hash, hash_array
 from lakefmt.conversions import float_text
 from lakefmt.errors import SchemaError, ValidationError
@@ -181,28 +182,35 @@ def civil_from_days(days: int) -> tuple[int, int, int]:
     return yoe + era * 400 + (month <= 2), month, day
 
 
+def _int64(value: int) -> pa.Scalar:
+    """An int64 scalar for the kernels below (a Python int there would make pyarrow import pandas)."""
+    return arrow_values.scalar(value, pa.int64())
+
+
 def _floordiv(x: pa.Array, d: int) -> pa.Array:
+    d, zero, one = _int64(d), _int64(0), _int64(1)
     q = pc.divide(x, d)  # integer division truncates toward zero
-    return pc.if_else(pc.less(pc.subtract(x, pc.multiply(q, d)), 0), pc.subtract(q, 1), q)
+    return pc.if_else(pc.less(pc.subtract(x, pc.multiply(q, d)), zero), pc.subtract(q, one), q)
 
 
 def _floormod(x: pa.Array, d: int) -> pa.Array:
+    d = _int64(d)
     r = pc.subtract(x, pc.multiply(pc.divide(x, d), d))
-    return pc.if_else(pc.less(r, 0), pc.add(r, d), r)
+    return pc.if_else(pc.less(r, _int64(0)), pc.add(r, d), r)
 
 
 def _civil_year_month(days: pa.Array) -> tuple[pa.Array, pa.Array]:
     """Vectorized :func:`civil_from_days` (year and month) on int64 day numbers."""
-    z = pc.add(days, 719468)
+    z = pc.add(days, _int64(719468))
     era = _floordiv(z, 146097)
-    doe = pc.subtract(z, pc.multiply(era, 146097))
-    yoe = pc.divide(pc.add(pc.subtract(doe, pc.divide(doe, 1460)),
-                           pc.subtract(pc.divide(doe, 36524), pc.divide(doe, 146096))), 365)
-    doy = pc.subtract(doe, pc.subtract(pc.add(pc.multiply(yoe, 365), pc.divide(yoe, 4)),
-                                       pc.divide(yoe, 100)))
-    mp = pc.divide(pc.add(pc.multiply(doy, 5), 2), 153)
-    month = pc.if_else(pc.less(mp, 10), pc.add(mp, 3), pc.subtract(mp, 9))
-    year = pc.add(pc.add(yoe, pc.multiply(era, 400)), pc.cast(pc.less_equal(month, 2), pa.int64()))
+    doe = pc.subtract(z, pc.multiply(era, _int64(146097)))
+    yoe = pc.divide(pc.add(pc.subtract(doe, pc.divide(doe, _int64(1460))),
+                           pc.subtract(pc.divide(doe, _int64(36524)), pc.divide(doe, _int64(146096)))), _int64(365))
+    doy = pc.subtract(doe, pc.subtract(pc.add(pc.multiply(yoe, _int64(365)), pc.divide(yoe, _int64(4))),
+                                       pc.divide(yoe, _int64(100))))
+    mp = pc.divide(pc.add(pc.multiply(doy, _int64(5)), _int64(2)), _int64(153))
+    month = pc.if_else(pc.less(mp, _int64(10)), pc.add(mp, _int64(3)), pc.subtract(mp, _int64(9)))
+    year = pc.add(pc.add(yoe, pc.multiply(era, _int64(400))), pc.cast(pc.less_equal(month, _int64(2)), pa.int64()))
     return year, month
 
 
@@ -217,10 +225,10 @@ def _apply_time(name: str, arr: pa.Array, source: LakeType) -> pa.Array:
     if name == "day":
         return days.cast(pa.int32()).cast(pa.date32())
     year, month = _civil_year_month(days)
-    years = pc.subtract(year, 1970)
+    years = pc.subtract(year, _int64(1970))
     if name == "year":
         return _to_int32(years, "year")
-    return _to_int32(pc.add(pc.multiply(years, 12), pc.subtract(month, 1)), "month")
+    return _to_int32(pc.add(pc.multiply(years, _int64(12)), pc.subtract(month, _int64(1))), "month")
 
 
 def _to_int32(arr: Any, what: str) -> Any:
@@ -292,8 +300,8 @@ def _truncate_int_array(arr: pa.Array, source: LakeType, width: int) -> pa.Array
     lowest = _INT_RANGE[source.name][0]
     values = arr.cast(pa.int64())
     mod = _floormod(values, width)
-    below = pc.less(values, pc.add(mod, pa.scalar(lowest, pa.int64())))
-    out = pc.if_else(below, pa.scalar(lowest, pa.int64()), pc.subtract(values, mod))
+    below = pc.less(values, pc.add(mod, _int64(lowest)))
+    out = pc.if_else(below, _int64(lowest), pc.subtract(values, mod))
     return out.cast(source.to_arrow())
 
 

@@ -28,6 +28,9 @@ TARGET_FILE_SIZE = Property("write.target-file-size-bytes", 128 * MiB, 1, None,
 COMPRESSION_LEVEL = Property("write.parquet.compression-level", 1, 1, 22,
                              "ZSTD level of data files a write makes (compaction: compaction.zstd-level).")
 ROW_GROUP_ROWS = Property("write.parquet.row-group-rows", 131_072, 1, None, "Rows per Parquet row group.")
+PAGE_SIZE_BYTES = Property("write.parquet.page-size-bytes", 256 * 1024, 1024, None,
+                           "A data page ends once its values pass this many bytes (WRITE-10): a wide column "
+                           "gets pages of a few thousand rows, which selective reads skip (READ-15).")
 MIN_COMPRESSION_SAVING = Property("write.parquet.min-compression-saving", 0.1, 0, 1,
                                   "Columns ZSTD shrinks by less than this fraction are stored uncompressed "
                                   "(WRITE-7); 0 compresses every column.")
@@ -56,8 +59,8 @@ DELETE_MODE = Property("write.delete.mode", "merge-on-read", doc=(
     "vectors (ROWDEL-1), 'copy-on-write' rewrites the files (COMMIT-12)."))
 DELETE_MODES = ("merge-on-read", "copy-on-write")
 
-CORE_PROPERTIES = (TARGET_FILE_SIZE, COMPRESSION_LEVEL, ROW_GROUP_ROWS, MIN_COMPRESSION_SAVING, COMMIT_RETRIES,
-                   COMMIT_MIN_WAIT_MS, COMMIT_MAX_WAIT_MS, METADATA_PREVIOUS_MAX, INLINE_SNAPSHOTS_MAX,
+CORE_PROPERTIES = (TARGET_FILE_SIZE, COMPRESSION_LEVEL, ROW_GROUP_ROWS, PAGE_SIZE_BYTES, MIN_COMPRESSION_SAVING,
+                   COMMIT_RETRIES, COMMIT_MIN_WAIT_MS, COMMIT_MAX_WAIT_MS, METADATA_PREVIOUS_MAX, INLINE_SNAPSHOTS_MAX,
                    MANIFEST_TARGET_SIZE, MANIFEST_MIN_MERGE_COUNT, WRITE_LEASE_SECONDS, EXPIRE_MAX_SNAPSHOT_AGE_MS,
                    EXPIRE_MIN_SNAPSHOTS_TO_KEEP, DELETE_MODE)
 

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt import arrow_values
 from lakefmt.errors import FilterError
 from lakefmt.expressions import (
     AlwaysFalse,
@@ -33,6 +34,9 @@ from lakefmt.expressions import (
 from lakefmt.negation import require_bound
 
 __all__ = ["matching_positions", "row_mask", "to_arrow_expression"]
+
+# Arrow booleans built once: pa.scalar(True) would make pyarrow import pandas (see lakefmt.arrow_values).
+_TRUE, _FALSE = arrow_values.scalar(True, pa.bool_()), arrow_values.scalar(False, pa.bool_())
 
 
 # -- row filter (EXPR-10) ----------------------------------------------------------------------------
@@ -67,9 +71,9 @@ def _kleene_or(a: pc.Expression, b: pc.Expression, barrier: bool) -> pc.Expressi
 
 def _to_arrow(expr: Expression, column_name: Callable[[int], str | None], level: int) -> pc.Expression:
     if isinstance(expr, AlwaysTrue):
-        return pc.scalar(True)
+        return pc.scalar(_TRUE)
     if isinstance(expr, AlwaysFalse):
-        return pc.scalar(False)
+        return pc.scalar(_FALSE)
     if isinstance(expr, (And, Or)):
         left = _to_arrow(expr.left, column_name, level + 1)
         right = _to_arrow(expr.right, column_name, level + 1)
@@ -80,7 +84,7 @@ def _to_arrow(expr: Expression, column_name: Callable[[int], str | None], level:
     name = column_name(expr.field_id)
     op = expr.op
     if name is None:
-        return pc.scalar(op == "is_null")
+        return pc.scalar(_TRUE if op == "is_null" else _FALSE)
     field = pc.field(name)
     if op == "is_null":
         return field.is_null()
@@ -95,12 +99,12 @@ def _to_arrow(expr: Expression, column_name: Callable[[int], str | None], level:
         if pa.types.is_floating(atype) and any(v == 0.0 for v in values):
             # isin hashes values, so -0.0 and 0.0 differ there; IEEE 754 says they are equal (EXPR-5).
             values += [0.0, -0.0]
-        member = field.isin(pa.array(values, type=atype))
+        member = field.isin(arrow_values.array(values, atype))
         return member if op == "in" else field.is_valid() & ~member
     if op in ("starts_with", "not_starts_with"):
         match = pc.starts_with(field, pattern=expr.literal)
         return match if op == "starts_with" else field.is_valid() & ~match
-    lit = pc.scalar(pa.scalar(expr.literal, type=atype))
+    lit = pc.scalar(arrow_values.scalar(expr.literal, atype))
     if op == "eq":
         return field == lit
     if op == "ne":
@@ -165,7 +169,7 @@ def row_mask(expr: Expression, data: pa.Table, column_name: Callable[[int], str 
 
     result = evaluate(expr)
     if isinstance(result, bool):
-        return pa.chunked_array([pa.repeat(pa.scalar(result), n)])
+        return pa.chunked_array([pa.repeat(_TRUE if result else _FALSE, n)])
     return _no_nulls(result)
 
 
@@ -184,7 +188,7 @@ def _same_values(dictionary: pa.Array, previous: pa.Array | None) -> bool:
 
 def _no_nulls(mask: Any) -> Any:
     """NULL as FALSE (a mask without nulls is returned as it is: most are)."""
-    return pc.fill_null(mask, False) if mask.null_count else mask
+    return pc.fill_null(mask, _FALSE) if mask.null_count else mask
 
 
 def matching_positions(expr: Expression, data: pa.Table, column_name: Callable[[int], str | None], *,
@@ -248,12 +252,12 @@ def _leaf_mask(pred: BoundPredicate, column: Any) -> Any:
         values = list(pred.literals)
         if pa.types.is_floating(atype) and any(v == 0.0 for v in values):
             values += [0.0, -0.0]  # as in _to_arrow: isin hashes -0.0 and 0.0 apart (EXPR-5)
-        member = pc.is_in(column, value_set=pa.array(values, type=atype))
+        member = pc.is_in(column, value_set=arrow_values.array(values, atype))
         return member if op == "in" else pc.and_kleene(pc.is_valid(column), pc.invert(member))
     if op in ("starts_with", "not_starts_with"):
         match = pc.starts_with(column, pattern=pred.literal)
         return match if op == "starts_with" else pc.and_kleene(pc.is_valid(column), pc.invert(match))
-    lit = pa.scalar(pred.literal, type=atype)
+    lit = arrow_values.scalar(pred.literal, atype)
     return _COMPARE[op](column, lit)
 
 

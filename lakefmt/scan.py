@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from lakefmt import fragment_scan
+from lakefmt import arrow_values, fragment_scan
 from lakefmt.errors import CorruptMetadataError, MissingDependencyError, ValidationError
 from lakefmt.evaluators import ManifestEvaluator, MetricsEvaluator, PartitionEvaluator
 from lakefmt.expressions import (
@@ -192,7 +192,7 @@ class DataScan:
         tasks = self.plan().tasks
         schema = plain_arrow_schema(self.projected_schema)
         if not tasks:
-            return schema.empty_table()
+            return arrow_values.empty_table(schema)
         reader = self._reader
         if reader.metrics is not None and len(tasks) > 1:  # filtered: evaluated a batch of files at once (READ-16)
             tables = read_filtered(reader, [(t.location, t.data_file) for t in tasks], READ_THREADS)
@@ -200,7 +200,7 @@ class DataScan:
             tables = fragment_scan.read_unfiltered(reader, tasks, READ_THREADS)  # READ-6, READ-12, READ-14
         else:
             tables = thread_map(lambda task: _read_with(reader, task), tasks, READ_THREADS)
-        return pa.concat_tables(tables) if tables else schema.empty_table()
+        return pa.concat_tables(tables) if tables else arrow_values.empty_table(schema)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         """Record batches, file by file, reading ahead a few files in parallel."""

@@ -35,8 +35,8 @@ from lakefmt.manifest import DataFile
 from lakefmt.metadata import Snapshot, TableMetadata, read_metadata
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.properties import (
-    COMPRESSION_LEVEL, MIN_COMPRESSION_SAVING, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS, int_property,
-    number_property, validate_properties,
+    COMPRESSION_LEVEL, MIN_COMPRESSION_SAVING, PAGE_SIZE_BYTES, ROW_GROUP_ROWS, TARGET_FILE_SIZE, WRITE_LEASE_SECONDS,
+    int_property, number_property, validate_properties,
 )
 from lakefmt.scan import DataScan
 from lakefmt.schema import Schema
@@ -241,6 +241,7 @@ class Table:
             compression_level=int_property(props, COMPRESSION_LEVEL, compression_level),
             row_group_rows=int_property(props, ROW_GROUP_ROWS),
             min_compression_saving=number_property(props, MIN_COMPRESSION_SAVING),
+            page_size_bytes=int_property(props, PAGE_SIZE_BYTES),
             kind=kind,
             token=self.write_token(),
         )

@@ -29,6 +29,7 @@ from lakefmt.footer import data_file_from_footer
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec, date_str, time_str
+from lakefmt.properties import PAGE_SIZE_BYTES
 from lakefmt.schema import Field, Schema
 from lakefmt.sorting import SortOrder, sort_indices
 from lakefmt.threads import thread_map
@@ -45,6 +46,7 @@ class WriteOptions:
     compression_level: int
     row_group_rows: int
     min_compression_saving: float = 0.1  # below it a column is stored uncompressed (WRITE-7); 0: never
+    page_size_bytes: int = int(PAGE_SIZE_BYTES.default)  # a data page ends past this many bytes (WRITE-10)
     kind: str = "part"  # file-name prefix: "part" for writes, "compact" for compaction (LAYOUT-6)
     token: str | None = None  # the writer token of a write-intent lease, carried in file names (CAT-10)
 
@@ -349,7 +351,8 @@ class RollingFileWriter:
                                         compression_level=self.encodings.compression_level(
                                             self.options.compression_level), write_statistics=True,
                                         use_dictionary=self.encodings.use_dictionary,
-                                        column_encoding=self.encodings.column_encoding, store_schema=False)
+                                        column_encoding=self.encodings.column_encoding, store_schema=False,
+                                        data_page_size=self.options.page_size_bytes)
         self._rows_in_file = 0
 
     def _as_file_schema(self, rows: pa.Table) -> pa.Table:

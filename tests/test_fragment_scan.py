@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.dataset  # loaded, so a scan of MIN_FILES files takes the scanner (use_scanner)
 import pyarrow.parquet as pq
 import pytest
 
@@ -40,18 +41,33 @@ def fill(t: lakefmt.Table, files: int, start: int = 0) -> None:
         t.append(rows(start + 40 * i).rename_columns(t.schema().names))
 
 
+class Paths:
+    """How a scan read its planned files: the sizes of Arrow scans, the files read by themselves."""
+
+    def __init__(self) -> None:
+        self.scans: list[int] = []
+        self.alone: list[str] = []
+
+    def clear(self) -> None:
+        self.scans.clear()
+        self.alone.clear()
+
+
 @pytest.fixture
-def fast_files(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """One entry per planned file the fast path saw: True when it took it."""
-    seen: list[bool] = []
-    original = fragment_scan._fast
+def paths(monkeypatch: pytest.MonkeyPatch) -> Paths:
+    seen = Paths()
+    scan, read_each = fragment_scan._scan, fragment_scan._read_each
 
-    def spy(reader, task, fs):  # type: ignore[no-untyped-def]
-        found = original(reader, task, fs)
-        seen.append(found[0] is not None)
-        return found
+    def scan_spy(reader, layout, fragments):  # type: ignore[no-untyped-def]
+        seen.scans.append(len(fragments))
+        return scan(reader, layout, fragments)
 
-    monkeypatch.setattr(fragment_scan, "_fast", spy)
+    def read_each_spy(reader, tasks, threads):  # type: ignore[no-untyped-def]
+        seen.alone += [task.location for task in tasks]
+        return read_each(reader, tasks, threads)
+
+    monkeypatch.setattr(fragment_scan, "_scan", scan_spy)
+    monkeypatch.setattr(fragment_scan, "_read_each", read_each_spy)
     return seen
 
 
@@ -69,52 +85,53 @@ def assert_same(scan: lakefmt.DataScan, monkeypatch: pytest.MonkeyPatch) -> pa.T
     return got
 
 
-def test_plain_table_equals_file_by_file(catalog: lakefmt.Catalog, fast_files, monkeypatch):
+def test_plain_table_equals_file_by_file(catalog: lakefmt.Catalog, paths, monkeypatch):
     t = catalog.create_table("db.plain", SCHEMA)
     fill(t, 12)
     got = assert_same(t.scan(), monkeypatch)
     assert got.num_rows == 480 and sorted(got.column("id").to_pylist()) == list(range(480))
     assert got.schema == lakefmt.scan.plain_arrow_schema(t.schema()) and not got.schema.field("id").nullable
     local = not t.location.startswith("s3://")
-    assert fast_files == ([True] * 12 if local else [])  # an object store reads file by file
+    assert paths.scans == ([12] if local else []) and paths.alone == []  # an object store: no fragment scan
     for columns in (["x", "id"], ["ts"], ["kind", "small", "x", "ts", "id"]):
         assert_same(t.scan(columns=columns), monkeypatch)
 
 
-def test_partitioned_table(local_catalog: lakefmt.Catalog, fast_files, monkeypatch):
+def test_partitioned_table(local_catalog: lakefmt.Catalog, paths, monkeypatch):
     t = local_catalog.create_table("db.parts", SCHEMA, partition_by=["kind", "day(ts)"])
     fill(t, 6)
     assert len(t.plan_files()) > 12
     got = assert_same(t.scan(), monkeypatch)
-    assert sorted(got.column("id").to_pylist()) == list(range(240)) and all(fast_files)
+    assert sorted(got.column("id").to_pylist()) == list(range(240)) and paths.alone == []
+    assert paths.scans == [len(t.plan_files())]  # one scan, every footer read by the scanner
     assert_same(t.scan(columns=["kind", "id"]), monkeypatch)
 
 
-def test_files_written_before_schema_changes(local_catalog: lakefmt.Catalog, fast_files, monkeypatch):
+def test_files_written_before_schema_changes(local_catalog: lakefmt.Catalog, paths, monkeypatch):
     t = local_catalog.create_table("db.evolving", SCHEMA)
     fill(t, 9)
     with t.update_schema() as u:
         u.rename_column("x", "ratio")
     fill(t, 9, start=10_000)
     assert_same(t.scan(), monkeypatch)
-    assert all(fast_files)  # a renamed column is read by field id under its old name (READ-6)
-    fast_files.clear()
+    assert paths.alone == []  # a renamed column is read by field id under its old name (READ-6)
+    paths.clear()
     with t.update_schema() as u:
         u.add_column("extra", pa.int64())
     for i in range(9):
         t.append(rows(30_000 + 40 * i).rename_columns(t.schema().names[:5])
                  .append_column("extra", pa.array([i] * 40, pa.int64())))
     got = assert_same(t.scan(), monkeypatch)
-    assert (fast_files.count(False), fast_files.count(True)) == (18, 9)  # files without ``extra`` read it as nulls, file by file
+    assert len(set(paths.alone)) == 18  # files without ``extra`` read it as nulls, file by file
     assert got.column("extra").null_count == 18 * 40
-    fast_files.clear()
+    paths.clear()
     with t.update_schema() as u:
         u.widen_column("small", pa.int64())
     got = assert_same(t.scan(columns=["small", "ratio"]), monkeypatch)
-    assert got.schema.field("small").type == pa.int64() and not any(fast_files)
+    assert got.schema.field("small").type == pa.int64() and len(set(paths.alone)) == 27
 
 
-def test_deletion_vectors_are_applied(local_catalog: lakefmt.Catalog, fast_files, monkeypatch):
+def test_deletion_vectors_are_applied(local_catalog: lakefmt.Catalog, paths, monkeypatch):
     t = local_catalog.create_table("db.dv", SCHEMA, properties={"write.delete.mode": "merge-on-read"})
     fill(t, 15)
     t.delete(f"id IN ({', '.join(str(i) for i in range(0, 200, 5))})")
@@ -122,7 +139,7 @@ def test_deletion_vectors_are_applied(local_catalog: lakefmt.Catalog, fast_files
     assert with_vectors == 5
     got = assert_same(t.scan(), monkeypatch)
     assert sorted(got.column("id").to_pylist()) == [i for i in range(600) if not (i % 5 == 0 and i < 200)]
-    assert fast_files.count(False) == with_vectors and fast_files.count(True) == 10
+    assert len(paths.alone) == with_vectors and sum(paths.scans) == 10
 
 
 def test_replaced_truncated_or_missing_file_raises_as_before(local_catalog: lakefmt.Catalog, monkeypatch):
@@ -146,11 +163,42 @@ def test_replaced_truncated_or_missing_file_raises_as_before(local_catalog: lake
     assert paths[8] in str(info.value) and isinstance(info.value.__cause__, (pa.ArrowInvalid, OSError))
 
 
-def test_foreign_file_without_field_ids_is_refused(local_catalog: lakefmt.Catalog):
+@pytest.mark.parametrize("index", [0, 5, 11])  # first (its layout is not used), middle, last
+def test_foreign_file_without_field_ids_is_refused(local_catalog: lakefmt.Catalog, index: int):
     t = local_catalog.create_table("db.foreign", SCHEMA)
     fill(t, 12)
-    path = f"{t.location}/{t.plan_files()[5].path}"
+    path = f"{t.location}/{t.plan_files()[index].path}"
     pq.write_table(rows(200), path)  # same names and row count, no field ids (WRITE-1, READ-12)
     with pytest.raises(CorruptDataFileError, match="has no column with a field id") as info:
         t.scan().to_arrow()
     assert path in str(info.value)
+
+
+def test_files_of_another_schema_among_alike_ones_are_read_by_their_own_layout(
+        local_catalog: lakefmt.Catalog, paths, monkeypatch):
+    """READ-17: a file whose footer differs from the layout the scanner read it with has its rows read
+    again by field id with its own layout; the others keep theirs. Row counts and field ids are kept."""
+    t = local_catalog.create_table("db.mixed", SCHEMA)
+    fill(t, 20)
+    files = [f"{t.location}/{f.path}" for f in t.plan_files()]
+    before = t.scan().to_arrow()
+    extra = pq.read_table(files[7])  # a column the table does not have, with a field id of its own
+    pq.write_table(extra.append_column(pa.field("other", pa.int64(), metadata={"PARQUET:field_id": "99"}),
+                                       pa.array(range(40), pa.int64())), files[7])
+    reordered = pq.read_table(files[12])  # the same columns in another order: read by field id (READ-6)
+    pq.write_table(reordered.select(["ts", "x", "small", "kind", "id"]), files[12])
+    for columns in (None, ["x", "id"], ["kind"]):
+        paths.clear()
+        got = assert_same(t.scan(columns=columns), monkeypatch)
+        assert sorted(got.to_pylist(), key=repr) == sorted(before.select(got.column_names).to_pylist(), key=repr)
+        assert paths.scans[0] == 20 and set(paths.alone) == {files[7], files[12]}
+
+
+def test_unreadable_first_file_raises_its_own_error(local_catalog: lakefmt.Catalog, paths):
+    t = local_catalog.create_table("db.first", SCHEMA)
+    fill(t, 12)
+    first = f"{t.location}/{t.plan_files()[0].path}"
+    Path(first).write_bytes(b"not parquet")
+    with pytest.raises(CorruptDataFileError, match="is not a readable Parquet file") as info:
+        t.scan().to_arrow()
+    assert first in str(info.value)

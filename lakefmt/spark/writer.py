@@ -30,6 +30,7 @@ from lakefmt.partitioning import PartitionSpec
 from lakefmt.properties import (
     COMPRESSION_LEVEL,
     MIN_COMPRESSION_SAVING,
+    PAGE_SIZE_BYTES,
     ROW_GROUP_ROWS,
     TARGET_FILE_SIZE,
     WRITE_LEASE_SECONDS,
@@ -103,7 +104,8 @@ def new_job(table: Table, ref: TableRef, spark_schema: StructType, options: dict
     write_options = WriteOptions(
         target_file_size=int_option(options, "target-file-size", int_property(props, TARGET_FILE_SIZE)),
         compression_level=int_property(props, COMPRESSION_LEVEL), row_group_rows=int_property(props, ROW_GROUP_ROWS),
-        min_compression_saving=number_property(props, MIN_COMPRESSION_SAVING), kind="part", token=token)
+        min_compression_saving=number_property(props, MIN_COMPRESSION_SAVING),
+        page_size_bytes=int_property(props, PAGE_SIZE_BYTES), kind="part", token=token)
     return WriteJob(
         ref=ref, location=meta.location, table_uuid=meta.table_uuid, schema_json=json.dumps(meta.schema.to_json()),
         spec_json=json.dumps(meta.spec.to_json()), sort_order_json=json.dumps(meta.sort_order.to_json()),
