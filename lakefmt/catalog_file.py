@@ -267,7 +267,14 @@ class CatalogSession:
 
     def compare_and_swap(self, namespace: str, name: str, expected: str, new: str, *,
                          operation: str, snapshot_id: int | None, summary: dict[str, Any],
-                         writer_batch: WriterBatch | None = None, lease_token: str | None = None) -> int | None:
+                         writer_batch: WriterBatch | None = None, lease_token: str | None = None) -> bool:
+        """Whether :meth:`swap` swapped the pointer."""
+        return self.swap(namespace, name, expected, new, operation=operation, snapshot_id=snapshot_id,
+                         summary=summary, writer_batch=writer_batch, lease_token=lease_token) is not None
+
+    def swap(self, namespace: str, name: str, expected: str, new: str, *,
+             operation: str, snapshot_id: int | None, summary: dict[str, Any],
+             writer_batch: WriterBatch | None = None, lease_token: str | None = None) -> int | None:
         """Swap the pointer if it still equals ``expected`` (CAT-4); log the commit (CAT-5), and record
         an idempotent commit's batch as its writer's progress (PROGRESS-3). Returns the table's new
         version, or None when nothing was swapped.

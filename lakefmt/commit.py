@@ -188,9 +188,9 @@ def _swap(session: CatalogSession, namespace: str, name: str, attempt: _Attempt,
     else:
         log_summary, log_snapshot_id = dict(summary or {}), snapshot_id
     try:
-        return bool(session.compare_and_swap(namespace, name, attempt.expected, attempt.location,
-                                             operation=operation, snapshot_id=log_snapshot_id, summary=log_summary,
-                                             writer_batch=writer_batch, lease_token=lease_token))
+        return session.compare_and_swap(namespace, name, attempt.expected, attempt.location, operation=operation,
+                                        snapshot_id=log_snapshot_id, summary=log_summary,
+                                        writer_batch=writer_batch, lease_token=lease_token)
     except Exception as exc:  # the outcome of the swap is unknown: keep every file (COMMIT-11)
         raise CommitStateUnknownError(f"catalog swap for {namespace}.{name} failed: {exc}") from exc
 

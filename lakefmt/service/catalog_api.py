@@ -322,9 +322,8 @@ def catalog_router(catalog: Catalog, dependencies: Sequence[Any], metrics: Servi
         with catalog.session() as s:
             if plain:
                 checkpoint("catalog-http-before-swap")  # test hook: crash tests stop the server here
-                swapped = s.compare_and_swap(namespace, name, body.expected, body.new, operation=body.operation,
-                                             snapshot_id=body.snapshot_id, summary=body.summary,
-                                             lease_token=body.lease_token)
+                swapped = s.swap(namespace, name, body.expected, body.new, operation=body.operation,
+                                 snapshot_id=body.snapshot_id, summary=body.summary, lease_token=body.lease_token)
                 if swapped is not None:
                     return CommitAnswer(committed=True, version=swapped, replayed=False)
             uuid, current, version = s.table_row(namespace, name)
