@@ -69,6 +69,9 @@ class Layout:
             self.problem = (f"has no column with a field id (columns {arrow_schema.names}), so it was not "
                             "written for this table (WRITE-1, READ-12); restore the file the table wrote")
         schema = footer.schema
+        # The Parquet schema, field ids included: a file whose Arrow schema (without metadata) and Parquet
+        # schema equal these has this layout (READ-17), checked without Arrow's metadata fingerprints.
+        self.parquet_schema = schema
         paths = [schema.column(i).path for i in range(footer.num_columns)]
         # Leaf index of each top-level column stored as one flat leaf; the flat nullable ones may have
         # pages replaced by pages of nulls (READ-15).

@@ -101,22 +101,24 @@ def _read_run(reader: FileReader, run: Sequence[Any], threads: int) -> list[pa.T
     if table is None:
         return _read_by_layout(reader, run, fragments, threads)
     footers = [fragment.metadata for fragment in fragments]  # kept by the scanner: no I/O
-    if sum(footer.num_rows for footer in footers) != table.num_rows:  # not the files' rows: read by layout
+    counts = [footer.num_rows for footer in footers]
+    if sum(counts) != table.num_rows:  # not the files' rows: read by layout
         return _read_by_layout(reader, run, fragments, threads)
     pieces: list[pa.Table] = []
     offset = start = 0  # rows of the files before this one; of those before the current stretch
     other: list[int] = []  # files of another schema since the last stretch of files alike
-    for i, (task, fragment, footer) in enumerate(zip(run, fragments, footers)):
-        if fragment.physical_schema.equals(layout.arrow_schema, check_metadata=True):
+    for i, (task, fragment, footer, rows) in enumerate(zip(run, fragments, footers, counts)):
+        if same_schema(fragment, footer, layout):
             if other:  # read before this file is checked: errors come in plan order
                 pieces += _read_by_layout(reader, [run[j] for j in other], [fragments[j] for j in other], threads)
                 other, start = [], offset
-            checked(layout, footer, task.location, task.data_file.record_count)  # READ-12, READ-17
+            if rows != task.data_file.record_count:  # the layout passed READ-12's field-id checks (_fast)
+                checked(layout, footer, task.location, task.data_file.record_count)  # READ-12, READ-17
         else:  # another schema: its rows as scanned are dropped, the file is read again by its own layout
             if not other and offset > start:
                 pieces.append(table.slice(start, offset - start))
             other.append(i)
-        offset += footer.num_rows
+        offset += rows
     if not other and not pieces:
         return [table]
     if other:
@@ -124,6 +126,17 @@ def _read_run(reader: FileReader, run: Sequence[Any], threads: int) -> list[pa.T
     else:
         pieces.append(table.slice(start, offset - start))
     return pieces
+
+
+def same_schema(fragment: Any, footer: Any, layout: Layout) -> bool:
+    """Whether the file has ``layout``'s schema, field ids included (READ-17).
+
+    Compared as the Arrow schema without metadata (names, types, nullability) and the Parquet
+    schema, which holds the field ids Arrow reads into ``PARQUET:field_id``: comparing Arrow
+    schemas with metadata computes each file's metadata fingerprint (the check of 10,000 small
+    files took 110-135 ms that way, 85-90 ms this way). Other metadata does not change the rows read.
+    """
+    return fragment.physical_schema.equals(layout.arrow_schema) and footer.schema.equals(layout.parquet_schema)
 
 
 def _scan(reader: FileReader, layout: Layout, fragments: Sequence[Any]) -> pa.Table | None:

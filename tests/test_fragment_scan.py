@@ -202,3 +202,21 @@ def test_unreadable_first_file_raises_its_own_error(local_catalog: lakefmt.Catal
     with pytest.raises(CorruptDataFileError, match="is not a readable Parquet file") as info:
         t.scan().to_arrow()
     assert first in str(info.value)
+
+
+def test_file_with_same_columns_but_other_field_ids_is_read_by_its_own_layout(
+        local_catalog: lakefmt.Catalog, paths, monkeypatch):
+    """READ-17: a file whose columns have the layout's names and types but another field id is not
+    read as that layout; read by field id (READ-6), its column of an unknown field id is not the field's."""
+    t = local_catalog.create_table("db.ids", SCHEMA)
+    fill(t, 12)
+    files = [f"{t.location}/{f.path}" for f in t.plan_files()]
+    changed = pq.read_table(files[9])
+    at = changed.schema.get_field_index("kind")
+    schema = changed.schema.set(at, changed.schema.field(at).with_metadata({"PARQUET:field_id": "99"}))
+    pq.write_table(changed.cast(schema), files[9])
+    got = assert_same(t.scan(), monkeypatch)
+    assert paths.scans[0] == 12 and paths.alone == [files[9]]
+    ids = set(changed.column("id").to_pylist())
+    assert [r["kind"] for r in got.to_pylist() if r["id"] in ids] == [None] * 40
+    assert got.num_rows == 12 * 40 and got.column("kind").null_count > 40
