@@ -11,9 +11,7 @@ from __future__ import annotations
 import io as _io
 import json
 import math
-import threading
 from collections.abc import Iterable, Sequence
-from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -35,6 +33,7 @@ from lakefmt.manifest import (
     ManifestFile,
     data_files_from_manifest,
 )
+from lakefmt.manifest_stats import ManifestStats, stored_stats
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
 from lakefmt.types import LakeType
@@ -126,6 +125,7 @@ def write_manifest(io: FileIO, location: str, relative_path: str, entries: list[
     arrow_schema = manifest_schema(spec, schema, format_version)
     columns: dict[str, list[Any]] = {name: [] for name in arrow_schema.names}
     vectors = columns.get("deletion_vector")
+    stored = stored_stats([e.data_file for e in entries], arrow_schema)
     for e in entries:
         f = e.data_file
         columns["status"].append(int(e.status))
@@ -137,10 +137,11 @@ def write_manifest(io: FileIO, location: str, relative_path: str, entries: list[
             columns["partition"].append({pf.name: v for pf, v in zip(spec.fields, f.partition)})
         columns["record_count"].append(f.record_count)
         columns["file_size_bytes"].append(f.file_size_bytes)
-        columns["value_counts"].append(list(f.value_counts.items()))
-        columns["null_value_counts"].append(list(f.null_value_counts.items()))
-        columns["lower_bounds"].append(list(f.lower_bounds.items()))
-        columns["upper_bounds"].append(list(f.upper_bounds.items()))
+        if stored is None:
+            columns["value_counts"].append(list(f.value_counts.items()))
+            columns["null_value_counts"].append(list(f.null_value_counts.items()))
+            columns["lower_bounds"].append(list(f.lower_bounds.items()))
+            columns["upper_bounds"].append(list(f.upper_bounds.items()))
         columns["sort_order_id"].append(f.sort_order_id)
         dv = f.deletion_vector
         if vectors is not None:
@@ -154,7 +155,11 @@ def write_manifest(io: FileIO, location: str, relative_path: str, entries: list[
         "lakefmt.partition-spec": json.dumps(spec.to_json()),
         "lakefmt.schema": json.dumps(schema.to_json()),
     })
-    table = arrow_values.table(columns, arrow_schema)  # not from_pydict: that imports pandas
+    if stored is None:
+        table = arrow_values.table(columns, arrow_schema)  # not from_pydict: that imports pandas
+    else:
+        table = pa.Table.from_arrays([stored[f.name] if f.name in stored else arrow_values.array(columns[f.name], f.type)
+                                      for f in arrow_schema], schema=arrow_schema)
     length = _write_parquet(io, location, table)
     counts = {s: [0, 0] for s in EntryStatus}
     for e in entries:
@@ -220,13 +225,13 @@ def read_manifest_contents(io: FileIO, location: str, spec: PartitionSpec, schem
     The file's footer is parsed and every column but the statistics maps is decoded
     here, so a missing or unreadable manifest fails at once (READ-10). The maps (MAN-6,
     MAN-7), most of a manifest's bytes, are decoded from the same parsed file only when a
-    file's statistics are first asked for (:class:`_ManifestStats`): a plan without a
+    file's statistics are first asked for (:class:`lakefmt.manifest_stats.ManifestStats`): a plan without a
     filter never needs them. Columns are decoded a Python list at a time, not a row at a
     time: a dict per row costs several times more.
     """
     parquet = _open_parquet(io, location, "manifest")
     try:
-        stats = _ManifestStats(parquet, location)
+        stats = ManifestStats(parquet, location, _read_open)
         table = _read_open(parquet, location, "manifest",
                            [name for name in parquet.schema_arrow.names if name not in STATS_FIELDS])
         part_types: list[LakeType] = [t for _, t in spec.partition_type(schema)]
@@ -246,55 +251,6 @@ def read_manifest_contents(io: FileIO, location: str, spec: PartitionSpec, schem
                                 table.column("sequence_number").to_pylist(), files)
     except (KeyError, TypeError, ValueError, pa.ArrowInvalid) as exc:
         raise CorruptMetadataError(f"manifest {location} is malformed: {exc}") from exc
-
-
-class _ManifestStats:
-    """The four statistics map columns of one manifest (MAN-6, MAN-7), decoded on first use.
-
-    Holds the parsed manifest. The first file that asks reads the map columns and turns
-    them into a dict per row and map, for every row at once (a map column converts to
-    Python lists in one call, and the files of a manifest that a filter looks at are
-    usually most of them); each file then takes its own four dicts. A manifest whose
-    statistics nobody asks for costs nothing here.
-    """
-
-    def __init__(self, parquet: pq.ParquetFile, location: str) -> None:
-        self._parquet: pq.ParquetFile | None = parquet
-        self._location = location
-        arrow = parquet.schema_arrow
-        self._names = [name for name in STATS_FIELDS if name in arrow.names]
-        for name in self._names:  # the types are checked now: a malformed manifest fails when it is read
-            if not pa.types.is_map(arrow.field(name).type):
-                raise TypeError(f"column {name} is {arrow.field(name).type}, not a map (MAN-2)")
-        self._lock = threading.Lock()
-        self._rows: list[list[dict[Any, Any]]] | None = None
-
-    def _decode(self) -> list[list[dict[Any, Any]]]:
-        with self._lock:
-            if self._rows is None:
-                assert self._parquet is not None
-                table = _read_open(self._parquet, self._location, "manifest", self._names)
-                try:
-                    n = table.num_rows
-                    self._rows = [_map_dicts(table.column(name)) if name in self._names else [{} for _ in range(n)]
-                                  for name in STATS_FIELDS]
-                except (TypeError, ValueError, pa.ArrowInvalid) as exc:
-                    raise CorruptMetadataError(f"manifest {self._location} is malformed: {exc}") from exc
-                self._parquet = None  # decoded: the file is no longer needed
-            return self._rows
-
-    def row_stats(self, row: int) -> list[dict[Any, Any]]:
-        return [maps[row] for maps in self._rows or self._decode()]
-
-
-def _map_dicts(column: pa.ChunkedArray) -> list[dict[Any, Any]]:
-    """A map column as one dict per row (empty for a null map), through its flattened keys and values."""
-    array = column.combine_chunks()  # a slice's offsets index its unsliced keys and items: no adjustment
-    offsets, keys, items = array.offsets.to_pylist(), array.keys.to_pylist(), array.items.to_pylist()
-    out = [dict(zip(keys[a:b], items[a:b])) for a, b in pairwise(offsets)]
-    if array.null_count:
-        out = [m if valid else {} for m, valid in zip(out, array.is_valid().to_pylist())]
-    return out
 
 
 def _same_or_each(column: pa.ChunkedArray) -> Any:

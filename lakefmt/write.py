@@ -36,6 +36,10 @@ from lakefmt.threads import thread_map
 from lakefmt.types import can_write, from_arrow
 
 MIN_CHUNK_ROWS = 1024
+# The Parquet writer's bytes are gathered in a native buffer of this size before they reach the
+# Python file object: a write of a few pages would otherwise take the GIL for each call, and wait
+# for it while another thread runs Python (a commit, another rewrite's bookkeeping).
+OUTPUT_BUFFER_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -306,7 +310,8 @@ class RollingFileWriter:
         self._arrow_schema = schema.to_arrow()
         self._file_schema = self._arrow_schema
         self._counter = 0
-        self._sink: Any = None
+        self._file: Any = None  # the IO's output file
+        self._sink: pa.BufferedOutputStream | None = None  # a native buffer over it, written by the writer
         self._writer: pq.ParquetWriter | None = None
         self._rel = ""
         self._rows_in_file = 0
@@ -345,7 +350,8 @@ class RollingFileWriter:
         self._rel = "/".join(p for p in ("data", self.prefix, f"{self.stem}-{self._counter:05d}.parquet") if p)
         self._counter += 1
         self.paths_started.append(f"{self.location}/{self._rel}")
-        self._sink = self.io.open_output(f"{self.location}/{self._rel}")
+        self._file = self.io.open_output(f"{self.location}/{self._rel}")
+        self._sink = pa.BufferedOutputStream(pa.PythonFile(self._file, mode="w"), OUTPUT_BUFFER_BYTES)
         self._writer = pq.ParquetWriter(self._sink, self._file_schema,
                                         compression=self.encodings.compression,
                                         compression_level=self.encodings.compression_level(
@@ -365,8 +371,9 @@ class RollingFileWriter:
         self._writer.close()
         size = self._sink.tell()
         footer = self._writer.writer.metadata
-        self._sink.close()
-        self._writer, self._sink = None, None
+        self._sink.close()  # flushes the buffer and closes the file under it
+        self._file.close()
+        self._writer, self._sink, self._file = None, None, None
         self.files.append(data_file_from_footer(self._rel, self.partition, size, footer, self.schema, self.spec,
                                                 self.sort_order_id))
 
@@ -384,11 +391,11 @@ class RollingFileWriter:
 
         Best effort: a failure here never hides the error that caused the abort.
         """
-        for closable in (self._writer, self._sink):
+        for closable in (self._writer, self._sink, self._file):
             if closable is not None:
                 with contextlib.suppress(Exception):
                     closable.close()
-        self._writer, self._sink = None, None
+        self._writer, self._sink, self._file = None, None, None
         for path in self.paths_started:
             with contextlib.suppress(OSError):
                 self.io.delete(path)
