@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 import lakefmt
+from lakefmt import parquet_pages
 from lakefmt.cli import main
 
 TESTS = Path(__file__).resolve().parent
@@ -118,3 +119,18 @@ class Cli:
         assert code == 0, err
         assert err == ""
         return out
+
+
+@pytest.fixture
+def replaced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the data pages handed to the decoder as pages of nulls (READ-15)."""
+    count = [0]
+    null_page = parquet_pages._null_page
+
+    def counting(n: int, slot: int) -> bytes | None:
+        page = null_page(n, slot)
+        count[0] += page is not None
+        return page
+
+    monkeypatch.setattr(parquet_pages, "_null_page", counting)
+    return count

@@ -61,21 +61,6 @@ def expected(table: pa.Table, predicate, columns: list[str]) -> Counter:
     return Counter(tuple(r[c] for c in columns) for r in table.to_pylist() if predicate(r))
 
 
-@pytest.fixture
-def replaced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the data pages handed to the decoder as pages of nulls (READ-15)."""
-    count = [0]
-    null_page = parquet_pages._null_page
-
-    def counting(n: int, slot: int) -> bytes | None:
-        page = null_page(n, slot)
-        count[0] += page is not None
-        return page
-
-    monkeypatch.setattr(parquet_pages, "_null_page", counting)
-    return count
-
-
 def test_default_pages_of_a_wide_column_hold_2048_rows(local_catalog):
     # spec: WRITE-10
     t = local_catalog.create_table("db.pages", rows(0, 1).schema)

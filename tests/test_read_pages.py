@@ -36,21 +36,6 @@ def rows(start: int = 0, n: int = N) -> pa.Table:
     })
 
 
-@pytest.fixture
-def replaced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the data pages handed to the decoder as pages of nulls."""
-    count = [0]
-    null_page = parquet_pages._null_page
-
-    def counting(n: int, slot: int) -> bytes | None:
-        page = null_page(n, slot)
-        count[0] += page is not None
-        return page
-
-    monkeypatch.setattr(parquet_pages, "_null_page", counting)
-    return count
-
-
 def expected(table: pa.Table, predicate, columns: list[str]) -> Counter:
     return Counter(tuple(r[c] for c in columns) for r in table.to_pylist() if predicate(r))
 
