@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakefmt import arrow_values
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.manifest import STATS_FIELDS, DataFile
 
@@ -126,6 +127,6 @@ def stored_stats(files: list[DataFile], arrow_schema: pa.Schema) -> dict[str, pa
         indices.append(base + row)
     if len(sources) == 1 and indices == list(range(len(sources[0]["value_counts"]))):
         return sources[0]  # every row of one manifest, in order: the columns as they are
-    take = pa.array(indices, pa.int64())
+    take = arrow_values.array(indices, pa.int64())  # pa.array on Python ints would import pandas
     return {name: (sources[0][name] if len(sources) == 1 else pa.concat_arrays([a[name] for a in sources])
                    ).take(take) for name in STATS_FIELDS}

@@ -372,7 +372,6 @@ class RollingFileWriter:
         size = self._sink.tell()
         footer = self._writer.writer.metadata
         self._sink.close()  # flushes the buffer and closes the file under it
-        self._file.close()
         self._writer, self._sink, self._file = None, None, None
         self.files.append(data_file_from_footer(self._rel, self.partition, size, footer, self.schema, self.spec,
                                                 self.sort_order_id))
