@@ -381,6 +381,8 @@ def schedules(args: argparse.Namespace) -> dict[str, list[tuple[str, int]]]:
         return {"1mb": [(c, args.runs) for c in pair], "250kb": [(c, args.runs_250kb) for c in pair],
                 "tiny": [(c, args.tiny_runs) for c in pair]}
     layout = [(c, args.layout_runs) for c in LAYOUT_CASES]
+    if args.layout_only:
+        return {"1mb": layout}
     references = [(c, 1) for c in REFERENCE_CASES] if args.references else []
     return {"1mb": [(c, args.runs) for c in BINPACK_CASES] + layout + references,
             "250kb": [(c, args.runs_250kb) for c in pair],
@@ -598,6 +600,8 @@ def main() -> None:
     parser.add_argument("--runs-250kb", type=int, default=1, help="runs of the bin-pack cases on 250kb (default 1)")
     parser.add_argument("--binpack-only", action="store_true",
                         help="only lakefmt bin-pack and delta-rs compact (no references, layouts, queries or mem)")
+    parser.add_argument("--layout-only", action="store_true",
+                        help="only Z-order (lakefmt, delta-rs) and sort on 1mb, with the queries (and mem unless skipped)")
     parser.add_argument("--query-runs", type=int, help="repetitions of each query (default 7; quick 3)")
     parser.add_argument("--references", action="store_true",
                         help="also run pyarrow Z-order, bin-pack without verification and a DuckDB rewrite on 1mb")

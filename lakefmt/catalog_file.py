@@ -319,22 +319,25 @@ class CatalogSession:
     # offers the same session.
     def acquire_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str, ttl: float) -> bool:
         """Take (or renew, for the same owner) every lease of ``keys``, or none: False if another owner holds
-        one live."""
+        one live. Three statements whatever the number of keys (a statement costs about 0.3 ms of CPU)."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return True
         now = time.time()
+        marks = ", ".join("?" * len(keys))
         self.con.execute("BEGIN TRANSACTION")
         try:
-            for key in keys:
-                row = self.con.execute(
-                    "SELECT owner, expires_at FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ?",
-                    [table_uuid, kind, key]).fetchone()
-                if row is not None and row[0] != owner and row[1] > now:
-                    self.con.execute("ROLLBACK")
-                    return False
-                if row is not None:
-                    self.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ?",
-                                     [table_uuid, kind, key])
-                self.con.execute("INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?)",
-                                 [table_uuid, kind, key, owner, now + ttl, now])
+            rows = self.con.execute(
+                f"SELECT owner, expires_at FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key IN ({marks})",
+                [table_uuid, kind, *keys]).fetchall()
+            if any(row[0] != owner and row[1] > now for row in rows):
+                self.con.execute("ROLLBACK")
+                return False
+            if rows:
+                self.con.execute(f"DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key IN ({marks})",
+                                 [table_uuid, kind, *keys])
+            self.con.execute("INSERT INTO leases VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(keys)),
+                             [v for key in keys for v in (table_uuid, kind, key, owner, now + ttl, now)])
             self.con.execute("COMMIT")
             return True
         except BaseException:
@@ -343,19 +346,13 @@ class CatalogSession:
             raise
 
     def release_leases(self, table_uuid: str, kind: str, keys: Sequence[str], *, owner: str) -> None:
-        """Drop ``owner``'s leases on ``keys`` (others' leases are untouched), in one transaction."""
+        """Drop ``owner``'s leases on ``keys`` (others' leases are untouched), in one statement."""
+        keys = list(dict.fromkeys(keys))
         if not keys:
             return
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            for key in keys:
-                self.con.execute("DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND lease_key = ? AND owner = ?",
-                                 [table_uuid, kind, key, owner])
-            self.con.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(duckdb.Error):
-                self.con.execute("ROLLBACK")
-            raise
+        marks = ", ".join("?" * len(keys))
+        self.con.execute(f"DELETE FROM leases WHERE table_uuid = ? AND kind = ? AND owner = ? AND lease_key IN ({marks})",
+                         [table_uuid, kind, owner, *keys])
 
     def renew_lease(self, table_uuid: str, kind: str, key: str, *, owner: str, ttl: float) -> bool:
         """Extend ``owner``'s lease to now + ``ttl`` if it is still live and still theirs (CAT-10)."""

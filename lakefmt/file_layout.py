@@ -72,6 +72,8 @@ class Layout:
         # The Parquet schema, field ids included: a file whose Arrow schema (without metadata) and Parquet
         # schema equal these has this layout (READ-17), checked without Arrow's metadata fingerprints.
         self.parquet_schema = schema
+        # With the Parquet schema, what Arrow derives the file's Arrow schema from (READ-17): None when empty.
+        self.key_value_metadata = footer.metadata
         paths = [schema.column(i).path for i in range(footer.num_columns)]
         # Leaf index of each top-level column stored as one flat leaf; the flat nullable ones may have
         # pages replaced by pages of nulls (READ-15).

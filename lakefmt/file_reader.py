@@ -216,7 +216,7 @@ class FileReader:
                ) -> pa.Table | PendingFile:
         parquet = self._open(source, location, data_file)
         layout = self._layout(parquet, location, expected_rows)
-        live = self._live_rows(location, data_file)
+        live = self.live_rows(location, data_file)
         threads = self.column_threads and (data_file is None or data_file.file_size_bytes > WHOLE_FILE_BYTES)
         if self.metrics is None:
             return _keep(read_fields(parquet, layout, None, self.projected.fields, location, self.output,
@@ -283,7 +283,7 @@ class FileReader:
                 return pa.BufferReader(source.read_buffer())
         return source
 
-    def _live_rows(self, location: str, data_file: DataFile | None) -> pa.BooleanArray | None:
+    def live_rows(self, location: str, data_file: DataFile | None) -> pa.BooleanArray | None:
         """True for each row of the file its deletion vector keeps; None when it has none (READ-14)."""
         if data_file is None or data_file.deletion_vector is None:
             return None

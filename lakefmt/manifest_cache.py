@@ -15,6 +15,7 @@ through this cache: they read storage.
 from __future__ import annotations
 
 from lakefmt.file_cache import ImmutableFileCache
+from lakefmt.gc_pause import gc_paused
 from lakefmt.io import FileIO
 from lakefmt.manifest import ManifestContents, ManifestEntry, ManifestFile
 from lakefmt.manifest_io import read_manifest_contents, read_manifest_list
@@ -30,7 +31,13 @@ _lists: ImmutableFileCache[list[ManifestFile]] = ImmutableFileCache(MAX_CACHED_L
 
 def read_contents(io: FileIO, location: str, spec: PartitionSpec, schema: Schema) -> ManifestContents:
     """The decoded manifest at ``location`` (entries as written, before inheritance); shared, do not modify."""
-    return _contents.get_or_load(io, location, lambda: read_manifest_contents(io, location, spec, schema))
+    return _contents.get_or_load(io, location, lambda: _decode(io, location, spec, schema))
+
+
+def _decode(io: FileIO, location: str, spec: PartitionSpec, schema: Schema) -> ManifestContents:
+    """A manifest's entries decoded with the cyclic collector paused: they are kept (:mod:`lakefmt.gc_pause`)."""
+    with gc_paused():
+        return read_manifest_contents(io, location, spec, schema)
 
 
 def read_entries(io: FileIO, location: str, manifest: ManifestFile, spec: PartitionSpec, schema: Schema

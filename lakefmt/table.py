@@ -47,6 +47,7 @@ from lakefmt.write import WriteOptions, conform, write_data_files
 
 if TYPE_CHECKING:
     from lakefmt.catalog import Catalog
+    from lakefmt.catalog_file import CatalogSession
     from lakefmt.schema_update import SchemaUpdate
     from lakefmt.compaction import Compaction
     from lakefmt.maintenance import CheckReport, Maintenance, TableStats
@@ -382,15 +383,19 @@ class Table:
 
     # -- the public commit API -------------------------------------------------------
     @under_write_lease
-    def commit_change(self, change: FileChange, *, cleanup_on_failure: Sequence[DataFile] = ()) -> Snapshot:
+    def commit_change(self, change: FileChange, *, cleanup_on_failure: Sequence[DataFile] = (),
+                      after_swap: Callable[[CatalogSession], object] | None = None) -> Snapshot:
         """Commit a change of the file set as one snapshot, retrying on lost races (COMMIT-1..7).
 
         Before the swap the added files must still be in storage and the write lease still
         live, else nothing is committed (:class:`CommitFileMissingError`,
         :class:`WriteLeaseLostError`, COMMIT-19). On failure the files named in
         ``cleanup_on_failure`` are deleted, unless the outcome of the swap is unknown (COMMIT-11).
+        ``after_swap(session)`` runs in the swap's catalog session once the swap succeeded
+        (its errors are logged, never raised: the commit is done).
         """
-        return table_commits.commit_file_change(self, self._lease(), change, cleanup_on_failure=cleanup_on_failure)
+        return table_commits.commit_file_change(self, self._lease(), change, cleanup_on_failure=cleanup_on_failure,
+                                                after_swap=after_swap)
 
     @under_write_lease
     def commit_updates(self, updates: Sequence[Update], *, requirements: Sequence[Requirement] = (),

@@ -21,7 +21,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from lakefmt.commit import Build, FileChange, SnapshotProducer, commit_table
@@ -31,6 +31,7 @@ from lakefmt.idempotency import WriterBatch, last_batch_in_history
 from lakefmt.updates import AssertCurrentSnapshot, Requirement, SetCurrentSnapshot, Update
 
 if TYPE_CHECKING:
+    from lakefmt.catalog_file import CatalogSession
     from lakefmt.leases import WriteLease
     from lakefmt.manifest import DataFile
     from lakefmt.metadata import Snapshot, TableMetadata
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 
 def commit_file_change(table: Table, lease: WriteLease, change: FileChange, *,
-                       cleanup_on_failure: Sequence[DataFile] = ()) -> Snapshot:
+                       cleanup_on_failure: Sequence[DataFile] = (),
+                       after_swap: Callable[[CatalogSession], object] | None = None) -> Snapshot:
     """See :meth:`lakefmt.table.Table.commit_change` (COMMIT-1..7, COMMIT-11, COMMIT-19, COMMIT-21)."""
     checkpoint("after-data-files")
     producer = SnapshotProducer(table.io, table.location, change, token=lease.token)
@@ -54,7 +56,7 @@ def commit_file_change(table: Table, lease: WriteLease, change: FileChange, *,
             table.catalog, table.identifier, (table.metadata, table.metadata_location), producer.build,
             operation=change.operation, snapshot_id=producer.snapshot_id,
             summary={"operation": change.operation}, token=lease.token, writer_batch=change.writer_batch,
-            lease=lease)
+            lease=lease, after_swap=after_swap)
     except CommitStateUnknownError:
         raise
     except BaseException:

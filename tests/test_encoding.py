@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from lakefmt.encoding import DEFAULT, choose_encodings
+from lakefmt.encoding import DEFAULT, choose_encodings, high_cardinality
 from lakefmt.errors import ValidationError
 
 N = 5000
@@ -28,6 +29,20 @@ def test_near_unique_columns_lose_the_dictionary():
     enc = choose_encodings(sample())
     assert enc.use_dictionary == ["day", "kind", "flag"]
     assert enc.column_encoding == {"ts": "DELTA_BINARY_PACKED", "seq": "DELTA_BINARY_PACKED"}
+
+
+@pytest.mark.parametrize("values", [
+    [i % 4000 for i in range(5000)],                      # 80% distinct: keeps its dictionary
+    [i % 4500 for i in range(5000)],                      # exactly 90%: loses it
+    [None if i % 3 == 0 else i for i in range(5000)],     # nulls are not values
+    [None if i % 3 == 0 else i % 3000 for i in range(5000)],
+    [float("nan") if i % 2 else i * 0.5 for i in range(5000)],  # NaN is one value
+    [f"s{i % 4600}" if i % 11 else None for i in range(5000)],
+])
+def test_high_cardinality_counts_distinct_non_null_values(values):
+    column = pa.chunked_array([values[:1200], values[1200:]])
+    distinct = pc.count_distinct(column, mode="only_valid").as_py()
+    assert high_cardinality(column) == (distinct >= 0.9 * (len(column) - column.null_count))
 
 
 def test_small_or_repetitive_samples_keep_pyarrows_default():

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakefmt
-from lakefmt import fragment_scan
+from lakefmt import duckdb_reads, fragment_scan
 from lakefmt.errors import CorruptDataFileError
 
 SCHEMA = pa.schema([
@@ -23,6 +23,12 @@ SCHEMA = pa.schema([
     pa.field("x", pa.float64()),
     pa.field("ts", pa.timestamp("us", tz="UTC")),
 ])
+
+
+@pytest.fixture(autouse=True)
+def arrow_scanner_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases test lakefmt's own reader of many files: DuckDB's (READ-18) is tested in test_duckdb_reads.py."""
+    monkeypatch.setattr(duckdb_reads, "ENABLED", False)
 
 
 def rows(start: int, n: int = 40) -> pa.Table:
@@ -220,3 +226,35 @@ def test_file_with_same_columns_but_other_field_ids_is_read_by_its_own_layout(
     ids = set(changed.column("id").to_pylist())
     assert [r["kind"] for r in got.to_pylist() if r["id"] in ids] == [None] * 40
     assert got.num_rows == 12 * 40 and got.column("kind").null_count > 40
+
+
+def test_same_parquet_schema_with_another_arrow_schema_is_read_by_its_own_layout(
+        local_catalog: lakefmt.Catalog, paths, monkeypatch):
+    """READ-17: the Parquet schema (field ids included) alone does not decide the Arrow schema: a file
+    whose ``ARROW:schema`` metadata makes a column ``large_string`` is read by itself, while a file
+    rewritten with the metadata but the same Arrow schema is still read by the scanner."""
+    t = local_catalog.create_table("db.arrow_meta", SCHEMA)
+    fill(t, 12)
+    files = [f"{t.location}/{f.path}" for f in t.plan_files()]
+    before = t.scan().to_arrow()
+    assert pq.read_metadata(files[4]).metadata is None  # lakefmt's files carry no key-value metadata
+    large = pq.read_table(files[4])
+    at = large.schema.get_field_index("kind")
+    schema = large.schema.set(at, large.schema.field(at).with_type(pa.large_string()))
+    pq.write_table(large.cast(schema), files[4])  # same Parquet schema and field ids; ARROW:schema differs
+    assert pq.read_metadata(files[4]).schema.equals(pq.read_metadata(files[5]).schema)
+    pq.write_table(pq.read_table(files[8]), files[8])  # ARROW:schema added, the same Arrow schema
+    got = assert_same(t.scan(), monkeypatch)
+    assert paths.scans[0] == 12 and paths.alone == [files[4]]
+    assert got.schema.field("kind").type == pa.string()
+    assert sorted(got.to_pylist(), key=repr) == sorted(before.to_pylist(), key=repr)
+
+
+def test_fs_path_of_a_normal_local_path_is_what_normalizing_gives(tmp_path: Path):
+    """The fast path of FileIO.fs_path for already normal local paths returns normalize_location's answer."""
+    from lakefmt.io import FileIO, normalize_location
+
+    io = FileIO(str(tmp_path))
+    for location in ("/a/b.parquet", "/a/b/", "/a//b", "//a", "/a/./b", "/a/../b", "/a/.hidden/c", "/a/b/.",
+                     "/a/b/..", "/", "/~x/y", "/a b/c", f"{tmp_path}/data/x.parquet", "relative/x", "~/x"):
+        assert io.fs_path(location) == normalize_location(location), location

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakefmt
-from lakefmt import file_batches
+from lakefmt import duckdb_reads, file_batches
 from lakefmt.file_batches import _split, read_batched
 
 FILES = 12
@@ -39,8 +39,9 @@ def file_rows(i: int) -> pa.Table:
 
 @pytest.fixture
 def many(local_catalog: lakefmt.Catalog, monkeypatch: pytest.MonkeyPatch) -> lakefmt.Table:
-    """FILES files of ROWS rows in batches of 5 files; 50-row groups."""
+    """FILES files of ROWS rows in batches of 5 files; 50-row groups; read by pyarrow, not DuckDB (READ-18)."""
     monkeypatch.setattr(file_batches, "BATCH_FILES", 5)
+    monkeypatch.setattr(duckdb_reads, "ENABLED", False)
     t = local_catalog.create_table("db.batches", file_rows(0).schema,
                                    properties={"write.parquet.row-group-rows": "50"})
     for i in range(FILES):

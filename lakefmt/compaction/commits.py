@@ -24,17 +24,21 @@ from lakefmt.errors import CommitConflictError, CommitStateUnknownError, Lakefmt
 from lakefmt.hooks import checkpoint
 
 if TYPE_CHECKING:
+    from lakefmt.catalog_file import CatalogSession
     from lakefmt.metadata import Snapshot
     from lakefmt.table import Table
 
 
 def commit_groups(table: Table, plan: CompactionPlan, batch: list[tuple[Future[RewriteResult], FileGroup]],
-                   hook: Hook | None, renew_leases: Callable[[], object]) -> list[GroupResult]:
+                   hook: Hook | None, renew_leases: Callable[[], object],
+                   after_swap: Callable[[CatalogSession], object] | None = None) -> list[GroupResult]:
     """Commit rewritten groups as one ``replace`` snapshot (COMPACT-18); each group on its own after a conflict.
 
     A group whose rewrite failed is reported and left out (COMPACT-19). When the shared
     commit conflicts (an input of some group is gone), the groups are committed one by
-    one, so only the groups whose inputs were removed are dropped.
+    one, so only the groups whose inputs were removed are dropped. ``after_swap`` runs in
+    the catalog session of the batch's commit once it succeeded (the partition leases the
+    batch is done with are released there, COMPACT-22); not after a conflict.
     """
     results: list[GroupResult] = []
     ready: list[tuple[FileGroup, RewriteResult, GroupResult]] = []
@@ -56,9 +60,9 @@ def commit_groups(table: Table, plan: CompactionPlan, batch: list[tuple[Future[R
             hook("before-commit", {"group_id": group.group_id, "paths": list(rewritten.output_paths)})
     checkpoint("compaction-before-commit")
     if len(ready) == 1:
-        return [*results, _commit_one(table, plan, ready)]
+        return [*results, _commit_one(table, plan, ready, after_swap)]
     try:
-        snapshot = _commit(table, plan, ready, cleanup=False)
+        snapshot = _commit(table, plan, ready, cleanup=False, after_swap=after_swap)
     except CommitConflictError:
         return [*results, *(_commit_one(table, plan, [item]) for item in ready)]
     except CommitStateUnknownError as exc:
@@ -73,22 +77,22 @@ def commit_groups(table: Table, plan: CompactionPlan, batch: list[tuple[Future[R
 
 
 def _commit(table: Table, plan: CompactionPlan, ready: list[tuple[FileGroup, RewriteResult, GroupResult]], *,
-            cleanup: bool) -> Snapshot:
+            cleanup: bool, after_swap: Callable[[CatalogSession], object] | None = None) -> Snapshot:
     """One ``replace`` snapshot removing the groups' inputs and adding their outputs (COMPACT-18, COMPACT-20)."""
     outputs = [f for _, rewritten, _ in ready for f in rewritten.outputs]
     change = FileChange("replace", added=outputs, removed=[f for group, _, _ in ready for f in group.files], summary={
         "lakefmt.compaction.strategy": plan.strategy,
         "lakefmt.compaction.group": ",".join(group.group_id for group, _, _ in ready),
         "lakefmt.compaction.method": ",".join(sorted({rewritten.method for _, rewritten, _ in ready}))})
-    return table.commit_change(change, cleanup_on_failure=outputs if cleanup else ())
+    return table.commit_change(change, cleanup_on_failure=outputs if cleanup else (), after_swap=after_swap)
 
 
-def _commit_one(table: Table, plan: CompactionPlan, ready: list[tuple[FileGroup, RewriteResult, GroupResult]]
-                ) -> GroupResult:
+def _commit_one(table: Table, plan: CompactionPlan, ready: list[tuple[FileGroup, RewriteResult, GroupResult]],
+                after_swap: Callable[[CatalogSession], object] | None = None) -> GroupResult:
     """Commit one rewritten group as its own snapshot; its outputs are deleted if it fails."""
     [(_, _, done)] = ready
     try:
-        snapshot = _commit(table, plan, ready, cleanup=True)
+        snapshot = _commit(table, plan, ready, cleanup=True, after_swap=after_swap)
     except CommitConflictError as exc:
         # A source file is gone (another compaction, a delete), or a delete gave it a new deletion
         # vector since it was read (ROWDEL-4): the outputs would resurrect rows; the group no longer applies.

@@ -8,8 +8,10 @@ COMPACT-18). That session also takes, all or none, the leases of the partitions 
 run starts next when the caller names them (``ahead``, COMPACT-37): a run of small
 partitions then takes every lease in one session, and starting each of those
 partitions costs none. A lease is renewed before a commit, and before its partition
-starts, only once half its lifetime has passed, and the leases still held when the
-run ends go in one last session.
+starts, only once half its lifetime has passed. The leases of the partitions a commit
+completes are released in that commit's own session, after its swap
+(:meth:`PartitionLeases.release_in`); those still held when the run ends (a commit
+failed, the run stopped) go in one last session.
 
 Example:
     >>> leases = PartitionLeases(table, owner="compactor:a", ttl=900.0)
@@ -101,6 +103,19 @@ class PartitionLeases:
         with self.table.catalog.session() as s:
             acquire_in_session(s, self.table.metadata.table_uuid, LEASE_KIND, [key], owner=self.owner, ttl=self.ttl)
         self._taken_at[key] = time.monotonic()
+
+    def release_in(self, s: CatalogSession, keys: Sequence[str]) -> None:
+        """Release, in the open session ``s`` (a commit's, after its swap), ``keys`` and the leases
+        of the partitions finished before: nothing is left for a session of their own."""
+        if not self.enabled:
+            return
+        done = [*self._finished, *(k for k in dict.fromkeys(keys) if k in self._taken_at)]
+        if not done:
+            return
+        release_in_session(s, self.table.metadata.table_uuid, LEASE_KIND, done, owner=self.owner)
+        self._finished = [k for k in self._finished if k not in done]
+        for k in done:
+            self._taken_at.pop(k, None)
 
     def finished(self, key: str) -> None:
         """The partition's groups are done: its lease goes in the next session."""

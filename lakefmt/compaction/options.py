@@ -64,7 +64,7 @@ VERIFY = Property(
         "and reads the footers back; 'read-back' also decodes and hashes the outputs from storage.")
 VERIFY_MODES = ("written", "read-back")
 SORTED_ROW_GROUP_ROWS = Property(
-    "compaction.sorted-row-group-rows", 4_096, 1, None,
+    "compaction.sorted-row-group-rows", 16_384, 1, None,
     "Rows per Parquet row group of sort and Z-order outputs: small row groups let selective "
     "reads skip all but a few rows of a clustered file.")
 SORT_MEMORY_BYTES = Property(
@@ -97,7 +97,7 @@ class CompactionOptions:
     zstd_level: int = 3
     lease_seconds: float = 900
     verify: str = "written"
-    sorted_row_group_rows: int = 4_096
+    sorted_row_group_rows: int = 16_384
     delete_ratio_threshold: float = 0.3
     sort_memory_bytes: int = 256 * MiB
 

@@ -60,6 +60,14 @@ def dense_rank(column: pa.Array | pa.ChunkedArray, order: str = "ascending",
     Equal values share a rank, ranks follow ``order``, and all nulls share the first or
     the last rank (``null_placement``) -- exactly ``pc.rank(..., tiebreaker="dense") - 1``.
     """
+    if pa.types.is_dictionary(column.type):  # ranked once per used dictionary entry, gathered by code
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        if not chunks or len(column) == 0:
+            return pa.array([], _U64), 0
+        rank_map = RankMap(pa.concat_arrays([c.dictionary.take(pc.unique(c.indices)) for c in chunks]),
+                           order, null_placement)
+        ranks = [rank_map.of(c) for c in chunks]
+        return (pa.concat_arrays(ranks) if len(ranks) > 1 else ranks[0]), rank_map.count
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if len(column) == 0:
@@ -96,7 +104,7 @@ def sort_indices(table: pa.Table, keys: Sequence[tuple[str, str, str]]) -> pa.Ar
     rank key when the ranks fit in 64 bits.
     """
     if table.num_rows == 0 or not keys:
-        return sorting.sort_indices(table, list(keys))
+        return sorting.sort_indices(_plain_keys(table, keys) if keys else table, list(keys))
     ranks: list[tuple[pa.Array, int]] = []
     bits = 0
     for name, order, placement in keys:
@@ -105,7 +113,7 @@ def sort_indices(table: pa.Table, keys: Sequence[tuple[str, str, str]]) -> pa.Ar
         ranks.append((rank, width))
         bits += width
         if bits > 64:
-            return sorting.sort_indices(table, list(keys))
+            return sorting.sort_indices(_plain_keys(table, keys), list(keys))
     key = None
     shift = bits
     while ranks:
@@ -115,6 +123,13 @@ def sort_indices(table: pa.Table, keys: Sequence[tuple[str, str, str]]) -> pa.Ar
         key = part if key is None else pc.bit_wise_or(key, part)
         del rank, part
     return pc.sort_indices(key)
+
+
+def _plain_keys(table: pa.Table, keys: Sequence[tuple[str, str, str]]) -> pa.Table:
+    """The key columns of ``table``, dictionary columns decoded (for the multi-key sort)."""
+    names = list(dict.fromkeys(name for name, _, _ in keys))
+    columns = [table.column(n) for n in names]
+    return pa.table([c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in columns], names=names)
 
 
 class RankMap:

@@ -68,11 +68,12 @@ from lakefmt.compaction.group_keys import sort_group_key, zorder_group_key
 from lakefmt.compaction.merge import merge_sorted
 from lakefmt.compaction.options import SORT_MEMORY_BYTES, Strategy
 from lakefmt.compaction.ranks import sort_indices
-from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, live_rows, read_table
+from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, live_rows
 from lakefmt.compaction.small_inputs import OnePassError, read_small_inputs
-from lakefmt.compaction.spill import contiguous, plan_spill, spill_sorted
+from lakefmt.compaction.spill import gathered, plan_spill, spill_sorted, take_slices
 from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, checksum, holds_parts, parquet_checksum
 from lakefmt.compaction.zorder import zorder_indices
+from lakefmt.encoding import SharedChoice
 from lakefmt.errors import ChecksumMismatchError, CompactionError
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
@@ -85,7 +86,6 @@ Hook = Callable[[str, dict[str, Any]], None]
 MAX_MERGE_INPUTS = 512  # open files of one streaming merge; more inputs are sorted in memory
 FLUSH_BYTES = 64 * 1024 * 1024
 SINK_ROWS = 131_072  # fewest rows handed to the writer at once (it splits them into row groups)
-TAKE_ROWS = 1_048_576  # rows reordered per take; smaller slices cost a per-call pass over the group's chunks
 SPILL_BATCH_ROWS = 65_536  # rows read and routed at once by a spilled sort (COMPACT-36)
 MAX_SPILL_RANGES = 256  # key ranges (open spill files) of one spilled sort at most
 SPILL_DICTIONARIES = True  # a spilled sort reads dictionary-encoded strings as dictionaries
@@ -137,27 +137,30 @@ class RewriteResult:
 
 
 def rewrite_group(io: FileIO, task: RewriteTask, *, throttle: Callable[[int], None] | None = None,
-                  hook: Hook | None = None, sync: bool = True) -> RewriteResult:
+                  hook: Hook | None = None, sync: bool = True, encodings: SharedChoice | None = None
+                  ) -> RewriteResult:
     """Rewrite the files of ``task`` and verify the outputs (COMPACT-12..COMPACT-17).
 
     ``throttle(nbytes)`` is called before each file is read (read budget, back-off);
     ``hook(point, info)`` is called at ``"outputs-written"`` with the output paths,
     before verification (a test seam). With ``sync=False`` the outputs are left for the
     ``io.sync()`` of the commit that adds them (COMMIT-20): the caller must commit through
-    this very ``io``; the rewrite then never waits for the disk.
+    this very ``io``; the rewrite then never waits for the disk. ``encodings`` is the choice of
+    column encodings the outputs of the caller's whole run share (WRITE-11, COMPACT-16);
+    without it the outputs of this group share the one made from their first rows.
     """
     if task.strategy == "sort" and not task.sort_keys:
         raise CompactionError(f"group {task.group_id}: a sort rewrite needs sort keys")
     if task.strategy == "zorder" and not task.zorder_columns:
         raise CompactionError(f"group {task.group_id}: a Z-order rewrite needs columns")
     try:
-        return _rewrite(io, task, throttle, hook, sync, one_pass=True)
+        return _rewrite(io, task, throttle, hook, sync, encodings, one_pass=True)
     except OnePassError:  # its outputs are deleted: the group again, file by file (COMPACT-38)
-        return _rewrite(io, task, throttle, hook, sync, one_pass=False)
+        return _rewrite(io, task, throttle, hook, sync, encodings, one_pass=False)
 
 
 def _rewrite(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | None, hook: Hook | None,
-             sync: bool, *, one_pass: bool) -> RewriteResult:
+             sync: bool, encodings: SharedChoice | None, *, one_pass: bool) -> RewriteResult:
     started = time.perf_counter()
     writer = RollingFileWriter(io, task.location, task.schema, task.spec, task.partition, task.write_options,
                                sort_order_id=task.output_sort_order_id, sync=sync)
@@ -167,7 +170,8 @@ def _rewrite(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | No
     inputs = RowChecksum(hashing=task.read_back or (task.verify and not binpack))
     written: _Concatenated | _Hashed = _Concatenated(task.group_id) if binpack else _Hashed()
     try:
-        sink = _Sink(writer, max(task.write_options.row_group_rows, SINK_ROWS), written if task.verify else None)
+        sink = _Sink(writer, max(task.write_options.row_group_rows, SINK_ROWS), written if task.verify else None,
+                     encodings)
         counts: dict[str, int] = {}  # rows read from each input without a vector
         method = _write_rows(io, task, sink, inputs, throttle, counts, one_pass)
         sink.flush()
@@ -217,21 +221,22 @@ def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
         return spilled
     tables = []
     for f in task.files:
-        table = read_table(io, _abs(task, f), task.schema, charge=throttle, size_hint=f.file_size_bytes,
-                           live=live_rows(io, task.location, f))
-        if f.deletion_vector is None:
-            counts[f.path] = table.num_rows
-        inputs.update(table)
-        tables.append(table)
+        batches = list(_checked(_batches(io, task, f, throttle, DEFAULT_BATCH_ROWS,
+                                         keep_dictionaries=SPILL_DICTIONARIES, counts=counts), inputs))
+        if batches:
+            tables.append(pa.Table.from_batches(batches))
     inputs.value  # noqa: B018 - hashes the rows still buffered, so the checksum holds no table below
-    group = contiguous(tables, task.schema.to_arrow())
+    group = gathered(tables, task.schema.to_arrow())  # COMPACT-36: held once, in pieces, never concatenated
     if task.strategy == "zorder":
         indices = zorder_indices(group, list(task.zorder_columns))
     else:
         indices = sort_indices(group, list(task.sort_keys))
-    # Taken a slice at a time: the group plus one slice in memory, not two copies of the group.
-    for start in range(0, len(indices), TAKE_ROWS):
-        sink.write(group.take(indices.slice(start, TAKE_ROWS)))
+    # Reordered a slice at a time: the group, its permutation and one slice in the budget (COMPACT-36).
+    row_bytes = group.nbytes / max(group.num_rows, 1)
+    spare = task.sort_memory_bytes - group.nbytes - indices.nbytes
+    take_rows = min(SINK_ROWS, max(task.write_options.row_group_rows, int(spare / max(row_bytes, 1.0))))
+    for table in take_slices(group, indices, take_rows):
+        sink.write(table)
     return "zorder" if task.strategy == "zorder" else "memory-sort"
 
 
@@ -249,7 +254,8 @@ def _spilled(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
     row_bytes = _row_bytes(io, task, throttle)
     rows = sum(f.live_record_count for f in task.files)
     budget = task.sort_memory_bytes
-    if row_bytes * rows <= budget / 2:  # the group and its reordered slices fit in the budget
+    # In memory: the group, its permutation (8 bytes a row) and a row group's worth of reordered rows.
+    if row_bytes * rows + 8 * rows + row_bytes * task.write_options.row_group_rows <= budget:
         return None
     zorder = task.strategy == "zorder"
     names = list(dict.fromkeys(task.zorder_columns if zorder else [k[0] for k in task.sort_keys]))
@@ -289,7 +295,7 @@ def _row_bytes(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | 
     """Arrow bytes per row of the group, from the first batch that holds a live row (each input
     peeked at is charged as a whole file, COMPACT-25)."""
     for f in task.files:
-        batches = _batches(io, task, f, throttle, 8192)
+        batches = _batches(io, task, f, throttle, 8192, keep_dictionaries=SPILL_DICTIONARIES)  # as held
         try:
             for batch in batches:
                 if batch.num_rows:
@@ -393,13 +399,15 @@ class _Sink:
     """Buffers small batches so the writer sees chunks of about a row group (few, full row groups).
 
     The writer chooses the output encodings from the first chunk (WRITE-7), so that
-    chunk is a whole row group's worth of rows, not one small input's.
+    chunk is a whole row group's worth of rows, not one small input's; with ``shared``
+    the first chunk of the run's first output chooses them for every output (WRITE-11, COMPACT-16).
     """
 
     def __init__(self, writer: RollingFileWriter, row_group_rows: int,
-                 check: _Concatenated | _Hashed | None = None) -> None:
+                 check: _Concatenated | _Hashed | None = None, shared: SharedChoice | None = None) -> None:
         self.writer = writer
         self.check = check
+        self.shared = shared
         self.flush_rows = max(1, row_group_rows)
         self._parts: list[pa.Table] = []
         self._rows = 0
@@ -423,6 +431,10 @@ class _Sink:
         self._parts, self._rows, self._bytes = [], 0, 0
         if self.check is not None:
             self.check.add(parts, table)  # exactly what the Parquet writer is given (COMPACT-17)
+        if self.shared is not None and self.writer.encodings is None:
+            options = self.writer.options
+            self.writer.encodings = self.shared.choose(table, options.compression_level,
+                                                       options.min_compression_saving)
         self.writer.write(table)
 
 

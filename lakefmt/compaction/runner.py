@@ -42,6 +42,7 @@ from lakefmt.compaction.results import CompactionResult, GroupResult
 from lakefmt.compaction.rewrite import Hook, RewriteResult, RewriteTask, rewrite_group
 from lakefmt.compaction.small_inputs import one_pass_candidate
 from lakefmt.compaction.verify import warm_up
+from lakefmt.encoding import SharedChoice
 from lakefmt.errors import LakefmtError, ValidationError
 from lakefmt.expressions import Expression
 from lakefmt.manifest_cache import read_entries, read_list
@@ -223,6 +224,7 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
         # Its rewrites will read with DuckDB (COMPACT-38): its database starts while the leases are taken.
         threading.Thread(target=warm_up, name="lakefmt-compact-warm-up", daemon=True).start()
     pacer = Pacer(TokenBucket.from_mb_per_s(plan.options.read_mb_per_s), should_pause)
+    encodings = SharedChoice()  # every output of the run, the first one's choice (WRITE-11, COMPACT-16)
     leases = PartitionLeases(table, owner=owner or default_owner(), ttl=plan.options.lease_seconds,
                              enabled=use_leases)
     results: list[GroupResult] = []
@@ -246,7 +248,7 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
         pacer.wait_while_paused()
         # The outputs are made durable by the commit that adds them, through this same io (COMMIT-20):
         # a rewrite thread never waits on fsync, the commit's sync overlaps the next rewrites.
-        return rewrite_group(table.io, task, throttle=pacer, hook=hook, sync=False)
+        return rewrite_group(table.io, task, throttle=pacer, hook=hook, sync=False, encodings=encodings)
 
     # At most max-concurrent-groups rewrites at once (COMPACT-27).
     pool = ThreadPoolExecutor(max_workers=plan.options.max_concurrent_groups, thread_name_prefix="lakefmt-compact")
@@ -293,8 +295,11 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
 
     def commit(batch: list[tuple[Future[RewriteResult], tuple[FileGroup, str]]]) -> None:
         keys = list(dict.fromkeys(key for _, (_, key) in batch))
+        # The partitions this batch completes: their leases go in the commit's own session (COMPACT-22).
+        done = [k for k in keys if held[k] == sum(1 for _, (_, key) in batch if key == k)]
         for group_result in commit_groups(table, plan, [(future, group) for future, (group, _) in batch], hook,
-                                           lambda: [leases.renew_if_due(k) for k in keys]):
+                                           lambda: [leases.renew_if_due(k) for k in keys],
+                                           lambda s: leases.release_in(s, done)):
             finish(group_result)
         for _, (_, key) in batch:
             held[key] -= 1

@@ -10,10 +10,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from lakefmt import encoding_reuse
 from lakefmt.compaction import checksum, rewrite_group
 from lakefmt.compaction.reader import read_table
 from lakefmt.compaction.runner import make_task, plan_table
 from lakefmt.compaction.zorder import zorder_keys
+from lakefmt.encoding import choose_encodings
 from lakefmt.errors import ChecksumMismatchError
 from lakefmt.expressions import ALWAYS_TRUE, bind
 from lakefmt.scan import read_data_file
@@ -284,9 +286,35 @@ def test_high_cardinality_columns_are_written_without_dictionary(local_catalog):
     assert "DELTA_BINARY_PACKED" not in by_name["value"].encodings  # a double: plain
 
 
-def test_binpack_mixes_dictionary_and_plain_string_inputs(local_catalog):
+def test_outputs_of_one_run_share_the_first_outputs_encodings(local_catalog):
+    """WRITE-11, COMPACT-16: the encodings are chosen once per run, from the first rows its first
+    output gets, and every output of the run takes them: here a column near-unique in one
+    partition and repetitive in the others is stored alike in all three outputs; rows unchanged."""
+    schema = pa.schema([("p", pa.int32()), ("x", pa.int64())])
+    t = local_catalog.create_table("db.shared", schema, partition_by=["p"])
+    for i in range(3):
+        for p in range(3):
+            x = range(i * 2000, i * 2000 + 2000) if p == 0 else [j % 5 for j in range(2000)]
+            t.append(pa.table({"p": pa.array([p] * 2000, pa.int32()), "x": pa.array(x, pa.int64())}))
+    before = t.scan().to_arrow()
+    result = t.compaction.run("binpack", min_age_seconds=0, min_input_files=2, max_concurrent_groups=1)
+    assert result.groups_committed == 3 and result.files_written == 3
+    stored = set()
+    for f in t.plan_files():
+        column = pq.ParquetFile(f"{t.location}/{f.path}").metadata.row_group(0).column(1)
+        stored.add((column.has_dictionary_page, tuple(sorted(column.encodings))))
+    assert len(stored) == 1  # one choice for the run, whichever partition came first
+    assert rows(t.scan().to_arrow()) == rows(before)
+    unique, repetitive = (choose_encodings(pa.table({"p": pa.array([0] * 6000, pa.int32()),
+                                                     "x": pa.array(x, pa.int64())}))
+                          for x in (range(6000), [j % 5 for j in range(6000)]))
+    assert unique != repetitive  # chosen per output, the partitions' outputs would differ
+
+
+def test_binpack_mixes_dictionary_and_plain_string_inputs(local_catalog, monkeypatch):
     """Bin-pack keeps dictionary-encoded strings as dictionaries; inputs that store the same column
     plain (near-unique values) are decoded alongside, and every row comes out unchanged."""
+    monkeypatch.setattr(encoding_reuse, "REUSE_FILES", 0)  # each input chooses its own encodings (WRITE-11)
     schema = pa.schema([("k", pa.string()), ("n", pa.int64())])
     t = local_catalog.create_table("db.strings", schema)
     few = pa.table({"k": pa.array(["a", "b", None, "c"] * 600), "n": pa.array(range(2400), pa.int64())})

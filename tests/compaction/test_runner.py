@@ -74,6 +74,35 @@ def test_shared_commit_conflict_drops_only_the_group_that_lost_its_files(local_c
     assert not any(t.io.exists(p) for p in paths[lost.group_id])
     assert len(result.snapshot_ids) == 2
     assert rows(t.refresh().scan().to_arrow()) == rows(other.refresh().scan().to_arrow())
+    assert Leases(local_catalog).live(t.metadata.table_uuid, LEASE_KIND) == []  # released when the run ended
+
+
+def test_leases_a_commit_completes_are_released_in_its_own_session(local_catalog):
+    """COMPACT-22: the leases of the partitions a commit completes are deleted in the catalog session
+    of that commit, after its swap: a run of small partitions opens no catalog session after the
+    commit they share, and leaves no lease behind."""
+    t = small_files_table(local_catalog)
+    before = t.scan().to_arrow()
+    opened: list[str] = []
+    session = t.catalog.session
+
+    def counted(*args, **kwargs):
+        opened.append("session")
+        return session(*args, **kwargs)
+
+    def mark(point, info):
+        if point == "before-commit" and "commit" not in opened:
+            opened.append("commit")
+
+    t.catalog.session = counted  # the very same catalog, its sessions counted
+    try:
+        result = t.compaction.run("binpack", min_age_seconds=0, hook=mark)
+    finally:
+        del t.catalog.session
+    assert result.groups_committed == 3 and len(result.snapshot_ids) == 1
+    assert opened[opened.index("commit"):] == ["commit", "session"]  # the commit's, and none after it
+    assert Leases(local_catalog).live(t.metadata.table_uuid, LEASE_KIND) == []
+    assert rows(t.scan().to_arrow()) == rows(before)
 
 
 @pytest.mark.parametrize("strategy", ["binpack", "sort", "zorder"])

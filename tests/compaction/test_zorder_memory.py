@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from lakefmt import encoding_reuse
 from lakefmt.compaction import checksum, ranks, rewrite_group, spill
 from lakefmt.compaction.group_keys import sort_group_key, zorder_group_key
 from lakefmt.compaction.runner import make_task, plan_table
@@ -142,9 +143,10 @@ def test_spilled_rewrite_of_every_type(local_catalog):
         assert rows(t.scan().to_arrow()) == rows(before)
 
 
-def test_spilled_rewrite_mixes_dictionary_and_plain_string_inputs(local_catalog):
+def test_spilled_rewrite_mixes_dictionary_and_plain_string_inputs(local_catalog, monkeypatch):
     """COMPACT-36: a string column stored with a dictionary in some inputs and plain in others is
     routed as one type; the order is the in-memory order and readers see plain strings."""
+    monkeypatch.setattr(encoding_reuse, "REUSE_FILES", 0)  # each input chooses its own encodings (WRITE-11)
     schema = pa.schema([("id", pa.int64()), ("k", pa.string())])
     t = local_catalog.create_table("db.strings", schema)
     few = [["a", "b", None, "c"] * 600, [f"id-{i}" for i in range(3000)]]
@@ -320,3 +322,88 @@ def test_sort_memory_option_is_validated(local_catalog):
     bad = local_catalog.create_table("db.bad", schema=WIDE, properties={"compaction.sort-memory-bytes": "lots"})
     with pytest.raises(ValidationError, match="compaction.sort-memory-bytes"):
         bad.compaction.options()
+
+
+def _chunked_with_dictionaries(seed: int) -> pa.Table:
+    """Wide rows in chunks of uneven sizes; ``kind`` is a dictionary with a different dictionary
+    (in a different order, with an unused entry) in every chunk."""
+    parts = []
+    for i, n in enumerate((700, 1, 1300, 0, 999)):
+        part = wide_rows(n, seed + i)
+        kinds = ["zz-unused", "mag", "imu", "gps", "cam"][::-1 if i % 2 else 1]
+        codes = pa.array([None if k is None else kinds.index(k) for k in part.column("kind").to_pylist()], pa.int32())
+        kind = pa.DictionaryArray.from_arrays(codes, pa.array(kinds))
+        parts.append(part.set_column(2, pa.field("kind", kind.type), kind))
+    return pa.concat_tables(parts)
+
+
+def test_dense_ranks_of_dictionary_columns_are_the_decoded_columns_ranks():
+    """COMPACT-14/15: a key column held as dictionaries (each chunk its own) ranks as its values do,
+    so the group's order does not depend on how its strings were read."""
+    table = _chunked_with_dictionaries(3)
+    plain = table.set_column(2, "kind", table.column("kind").cast(pa.string()))
+    for order, placement in (("ascending", "at_end"), ("descending", "at_start")):
+        got, count = ranks.dense_rank(table.column("kind"), order, placement)
+        want, want_count = ranks.dense_rank(plain.column("kind"), order, placement)
+        assert got.equals(want) and count == want_count == 5  # four values and null: the unused entry has no rank
+    for columns in (["kind", "payload_id"], ["value", "kind"]):
+        assert zorder_indices(table, columns).equals(zorder_indices(plain, columns))
+    for keys in ([("kind", "descending", "at_start"), ("payload_id", "ascending", "at_end")],
+                 [("payload", "ascending", "at_end"), ("kind", "ascending", "at_end"), ("id", "descending", "at_end")]):
+        assert ranks.sort_indices(table, keys).equals(sort_indices(plain, keys))  # the second: over 64 bits
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 40_000, 1 << 30])
+def test_gathered_slices_are_the_rows_of_one_take(monkeypatch, piece_bytes):
+    """COMPACT-36: the group held in pieces and reordered a slice at a time gives exactly
+    ``table.take(order)`` -- every row once, in order -- however the pieces and slices fall."""
+    monkeypatch.setattr(spill, "PIECE_BYTES", piece_bytes)
+    tables = [_chunked_with_dictionaries(7).slice(0, 1500), _chunked_with_dictionaries(8)]
+    plain = pa.concat_tables([t.set_column(2, "kind", t.column("kind").cast(pa.string())) for t in tables])
+    group = spill.gathered(tables, WIDE)
+    assert tables == [] and group.num_rows == plain.num_rows
+    assert pa.types.is_dictionary(group.schema.field("kind").type)  # a dictionary in every input: kept
+    first = group.column("kind").chunk(0).dictionary
+    assert all(c.dictionary.equals(first) for c in group.column("kind").chunks)  # one shared dictionary
+    if piece_bytes == 1:
+        assert group.column("payload").num_chunks == len(group.to_batches()) > 1  # never one concatenated copy
+    order = pc.sort_indices(plain, [("kind", "descending"), ("value", "ascending"), ("id", "descending")])
+    for rows_at_once in (1, 333, 4096, 1 << 20):
+        parts = list(spill.take_slices(group, order, rows_at_once))
+        assert all(p.num_rows <= rows_at_once for p in parts)
+        out = pa.concat_tables(parts)
+        out = out.set_column(2, "kind", out.column("kind").cast(pa.string()))
+        assert _same(out, plain.take(order))
+
+
+def test_gathered_decodes_a_column_that_is_a_dictionary_in_some_inputs_only():
+    """COMPACT-36: inputs that store a string column with and without a dictionary are held as
+    plain strings, values unchanged."""
+    dictionary = _chunked_with_dictionaries(4)
+    plain = wide_rows(500, 9)
+    group = spill.gathered([dictionary, plain], WIDE)
+    assert group.schema.equals(WIDE)
+    want = pa.concat_tables([dictionary.set_column(2, "kind", dictionary.column("kind").cast(pa.string())), plain])
+    assert _same(group, want)
+    assert spill.gathered([], WIDE).num_rows == 0
+
+
+def test_group_within_the_budget_is_ordered_in_memory(local_catalog):
+    """COMPACT-36: a group whose rows, permutation and one row group of reordered rows fit the
+    budget is ordered in memory, though it takes more than half the budget; a little less budget
+    and it is ordered in key ranges. Both give the same outputs."""
+    t = wide_table(local_catalog, files=6, n=3000)
+    plan = plan_table(t, t.compaction.options(min_age_seconds=0), strategy="zorder",
+                      columns=["payload_id", "kind"])
+    (group,) = plan.groups
+    task = make_task(t, plan, group)
+    sample = pq.read_table(f"{t.location}/{group.files[0].path}", read_dictionary=["kind"]).slice(0, 8192)
+    row_bytes = sample.nbytes / sample.num_rows
+    count = sum(f.record_count for f in group.files)
+    need = row_bytes * count + 8 * count + row_bytes * task.write_options.row_group_rows
+    in_memory, result = _run(t, "zorder", int(need * 1.02), columns=["payload_id", "kind"])
+    assert result.method == "zorder" and row_bytes * count > need * 1.02 / 2
+    spilled, spill_result = _run(t, "zorder", int(need * 0.9), columns=["payload_id", "kind"])
+    assert spill_result.method == "spill-zorder"
+    assert _same(in_memory, spilled)
+    assert checksum(in_memory) == checksum(t.scan().to_arrow())  # every row once (NaN included)
