@@ -197,7 +197,7 @@ def test_duckdb_reads_what_pyarrow_reads(shared, paths_taken, row_filter):
 @pytest.mark.parametrize("row_filter", FILTERS)
 def test_one_file_with_row_groups(shared_one, paths_taken, monkeypatch, row_filter):
     """READ-18: the same filters over one file of several row groups, which DuckDB prunes by their bounds."""
-    monkeypatch.setattr(duckdb_reads, "MIN_ROWS", 1)
+    monkeypatch.setattr(duckdb_reads, "MIN_ROWS", 0)
     read_both(shared_one, paths_taken, row_filter)
 
 
@@ -211,7 +211,7 @@ def test_nan_outside_the_bounds(local_catalog, paths_taken, monkeypatch):
     """One file whose doubles are 11, 12, 13 and NaN: its row-group bounds are 11..13. DuckDB 2.0 finds
     no NaN there and keeps the NaN rows for ``d > 5 AND NOT isnan(d)``; lakefmt's reads find what
     EXPR-5 says, because such filters stay with pyarrow."""
-    monkeypatch.setattr(duckdb_reads, "MIN_ROWS", 1)
+    monkeypatch.setattr(duckdb_reads, "MIN_ROWS", 0)
     schema = pa.schema([pa.field("d", pa.float64()), pa.field("k", pa.int64())])
     t = local_catalog.create_table("db.nan", schema, properties={"write.parquet.row-group-rows": "1000"})
     t.append(pa.table({"d": [11.0, 12.0, math.nan, 13.0] * 1000, "k": list(range(4000))}, schema=schema))
@@ -227,7 +227,7 @@ def test_constant_row_groups_with_nulls(local_catalog, paths_taken, monkeypatch)
     """Row groups whose bounds are one value, with and without nulls, and of nulls only, in a table of
     one file (DuckDB plans with its statistics) and of several: DuckDB may skip a row group or a filter
     from the statistics only where they decide it (READ-18)."""
-    monkeypatch.setattr(duckdb_reads, "MIN_ROWS", 1)
+    monkeypatch.setattr(duckdb_reads, "MIN_ROWS", 0)
     schema = pa.schema([pa.field("i", pa.int32()), pa.field("s", pa.string()), pa.field("ts", pa.timestamp("us"))])
 
     def part(value, nulls: int, n: int = 500) -> pa.Table:
@@ -514,3 +514,18 @@ def test_unfiltered_scan_after_a_rename_is_read_by_pyarrow(many, paths_taken):
 def test_unfiltered_scan_of_few_files_stays_on_pyarrow(table, paths_taken):
     assert len(table.plan_files()) < duckdb_reads.MIN_FULL_FILES
     read_both(table, paths_taken, None, duckdb=False)
+
+
+def test_few_clustered_files_are_left_to_pyarrow(local_catalog, paths_taken, monkeypatch):
+    """Fewer than MIN_FILES files: DuckDB reads them only when MIN_ROWS rows are left after row-group
+    pruning. A file sorted on the filter's column keeps one row group of ten: lakefmt's reader
+    reads it (and of it only the matching pages); a filter its statistics cannot prune goes to DuckDB."""
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    t = local_catalog.create_table("db.sorted", schema, properties={"write.parquet.row-group-rows": "100"})
+    t.append(pa.table({"k": pa.array(range(1000), pa.int64()), "v": [f"v{n % 7}" for n in range(1000)]}))
+    assert len(t.plan_files()) == 1
+    monkeypatch.setattr(duckdb_reads, "MIN_ROWS", 500)
+    got, _ = read_both(t, paths_taken, "k >= 250 AND k < 300", duckdb=False)  # 100 rows left of 1,000
+    assert sorted(got.column("k").to_pylist()) == list(range(250, 300))
+    got, _ = read_both(t, paths_taken, "v = 'v3'")  # every row group might match
+    assert got.num_rows == len([n for n in range(1000) if n % 7 == 3])
