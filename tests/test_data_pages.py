@@ -15,12 +15,19 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakefmt
-from lakefmt import file_reader, parquet_pages
+from lakefmt import duckdb_reads, file_reader, parquet_pages
 from lakefmt.errors import CorruptDataFileError, ValidationError
 
 PAGE = "write.parquet.page-size-bytes"
 N = 20_000
 WIDE = 200
+
+
+@pytest.fixture(autouse=True)
+def lakefmt_reader_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases count the pages lakefmt's own reader decodes: DuckDB's reads (READ-18) are tested in
+    test_duckdb_reads.py."""
+    monkeypatch.setattr(duckdb_reads, "ENABLED", False)
 
 
 def rows(start: int = 0, n: int = N) -> pa.Table:

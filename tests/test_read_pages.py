@@ -18,10 +18,17 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakefmt
-from lakefmt import parquet_pages
+from lakefmt import duckdb_reads, parquet_pages
 
 N = 48_000
 WIDE = 180
+
+
+@pytest.fixture(autouse=True)
+def lakefmt_reader_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases count the pages lakefmt's own reader decodes: DuckDB's reads (READ-18) are tested in
+    test_duckdb_reads.py."""
+    monkeypatch.setattr(duckdb_reads, "ENABLED", False)
 
 
 @lru_cache(maxsize=8)
