@@ -205,11 +205,12 @@ class DataScan:
         if not tasks:
             return arrow_values.empty_table(schema)
         reader = self._reader
-        matched = duckdb_reads.read_matching(reader, [(t.location, t.data_file) for t in tasks], READ_THREADS)  # READ-18
+        files = [(t.location, t.data_file) for t in tasks]
+        matched = duckdb_reads.read_matching(reader, files, READ_THREADS)  # READ-18
         if matched is not None:
             return matched
         if reader.metrics is not None and len(tasks) > 1:  # filtered: evaluated a batch of files at once (READ-16)
-            tables = read_filtered(reader, [(t.location, t.data_file) for t in tasks], READ_THREADS)
+            tables = read_filtered(reader, files, READ_THREADS)
         elif reader.metrics is None and reader.local and len(tasks) >= fragment_scan.MIN_FILES:
             tables = fragment_scan.read_unfiltered(reader, tasks, READ_THREADS)  # READ-6, READ-12, READ-14
         else:
