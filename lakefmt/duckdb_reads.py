@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 
 from lakefmt import arrow_values
 from lakefmt.expressions import referenced_field_ids
-from lakefmt.file_reader import FOOTERS, FileReader, matching_row_groups
+from lakefmt.file_reader import FOOTERS, FileReader
 from lakefmt.manifest import DataFile
 from lakefmt.schema import Field, arrow_field_id
 from lakefmt.sql_filters import SQL_TYPES, quote_identifier, to_duckdb_sql
@@ -60,13 +60,15 @@ __all__ = ["ENABLED", "MIN_FILES", "MIN_FULL_FILES", "MIN_ROWS", "read_matching"
 
 ENABLED = True
 # A filtered read of fewer files than MIN_FILES, with fewer than MIN_ROWS rows left after row-group pruning,
-# is left to pyarrow, whose setup costs less. Measured (CPU per filtered scan, 2 cores): 2 files of 10,000
-# rows 2.9 ms with pyarrow, 3.2 ms with DuckDB; 1 file of 25,000 rows 3.3 against 3.5 ms; 4 files of 500
-# rows 3.6 against 3.4 ms; 1 file of 50,000 rows 3.9 against 3.0 ms; 20 files of 2,500 rows 16.0 against
-# 7.3 ms. The telemetry selective query after a Z-order (2 files left with a few 16,384-row groups) was
-# 8.6 ms with pyarrow against 6.4 ms with DuckDB at 50,000, and 5.0 against 4.7 ms at 20,000.
+# is left to lakefmt's reader, whose setup costs less and which decodes only the pages of wide columns
+# holding a matching row (READ-15). Measured (2 cores, under load, medians of 15): 4 files of 500 rows
+# 3.6 ms of CPU with pyarrow against 3.4 ms with DuckDB; 20 files of 2,500 rows 16.0 against 7.3 ms.
+# One unclustered telemetry file, one payload and sensor kind: 40,000 rows 3.0 against 5.2 ms of CPU,
+# 100,000 rows 4.0-4.9 against 5.7-6.2 ms (wall 5.3-7.6 against 8.2-9.3 ms), 200,000 rows 8-10
+# against 11-14 ms of CPU and even on wall. The telemetry selective query after a Z-order (2 files,
+# 43,202 rows left in 16,384-row groups) takes 2.3-2.7 ms with lakefmt's reader against 5.1-5.7 ms.
 MIN_FILES = 4
-MIN_ROWS = 20_000
+MIN_ROWS = 100_000
 # An unfiltered read of at least this many files is DuckDB's too: its Parquet reader decodes into
 # Arrow with less CPU than pyarrow's dataset scanner. Measured on full scans of the loop datasets
 # (pyarrow 26, DuckDB 2.0, 2 cores): 10,000 files of 250 rows 3.1 s against 5.5 s for
@@ -135,7 +137,7 @@ def _candidate(reader: FileReader, files: Sequence[tuple[str, DataFile]]) -> boo
 
 
 class _Footer:
-    """A parsed footer in the shape :func:`matching_row_groups` reads (a ParquetFile's ``metadata`` and
+    """A parsed footer in the shape :meth:`FileReader.row_groups` reads (a ParquetFile's ``metadata`` and
     ``schema_arrow``), without opening the file again."""
 
     def __init__(self, footer: pq.FileMetaData) -> None:
@@ -156,8 +158,7 @@ def _rows_after_pruning(reader: FileReader, files: Sequence[tuple[str, DataFile]
     """
     total = 0
     for (location, _), footer in zip(files, footers):
-        groups = matching_row_groups(_Footer(footer), reader.table_schema, reader.row_filter,  # type: ignore[arg-type]
-                                     reader.metrics, cached_as=(reader.io, location))
+        groups = reader.row_groups(_Footer(footer), location, keep=True)
         total += footer.num_rows if groups is None else sum(footer.row_group(g).num_rows for g in groups)
     return total
 

@@ -57,6 +57,7 @@ __all__ = ["FileReader", "data_file_field_ids", "matching_row_groups", "plain_ar
 # and the columns would otherwise take two or three requests, each costing more than copying
 # the rest of such a file.
 WHOLE_FILE_BYTES = 256 * 1024
+_NOT_PRUNED: Any = object()
 
 
 def _footer_weight(footer: pq.FileMetaData) -> int:
@@ -148,6 +149,7 @@ class FileReader:
         self.column_name = self._names.get  # a field id's column in the keys read (EXPR-10)
         self._columns: dict[int, tuple[Expression, _FilterColumns]] = {}
         self._layouts: list[Layout] = []
+        self._pruned: dict[str, list[int] | None] = {}  # row groups a check before the read chose (READ-18)
         self._dictionary_names = [] if self.unfiltered else sorted(
             f.name for f in (table_schema.field_by_id(fid) for fid in referenced_field_ids(row_filter))
             if f is not None and f.type == STRING)
@@ -224,8 +226,7 @@ class FileReader:
         remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
         if isinstance(remaining, AlwaysFalse):
             return arrow_values.empty_table(self.output)
-        groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics,
-                                    cached_as=(self.io, location))
+        groups = self.row_groups(parquet, location)
         if groups is not None and not groups:
             return arrow_values.empty_table(self.output)
         live = None if live is None else _rows_of_groups(parquet, groups, live)
@@ -235,6 +236,19 @@ class FileReader:
         columns = self._filter_columns(remaining)
         keys = read_fields(parquet, layout, groups, columns.filter_fields, location, keep_dictionary=True)
         return PendingFile(location, source, parquet, layout, groups, remaining, columns, keys, live)
+
+    def row_groups(self, parquet: Any, location: str, *, keep: bool = False) -> list[int] | None:
+        """The row groups of the file at ``location`` (``parquet``: its reader, or a footer in that
+        shape) that might hold matching rows, None for all (READ-11). With ``keep``, the answer is
+        kept for this scan's read of the file, which then takes it instead of pruning again: a
+        check before the read (READ-18) prunes the same file with the same footer."""
+        groups = self._pruned.pop(location, _NOT_PRUNED)
+        if groups is _NOT_PRUNED:
+            groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics,
+                                         cached_as=(self.io, location))
+        if keep:
+            self._pruned[location] = groups
+        return groups  # type: ignore[return-value]
 
     def matching_positions(self, pending: PendingFile) -> pa.Array:
         """The row numbers (ascending, over the rows of its row groups read) of ``pending``'s keys where
@@ -388,18 +402,15 @@ class FileReader:
         plan = layout.plan(fields, False, None)
         leaves = [layout.leaf[name] for name in plan.columns]
         footer = parquet.metadata
-        walk = set()
+        rows, walk = {}, set()
         for g in groups:
-            _, lo, hi, _ = hits[g]
-            row_group = footer.row_group(g)
-            walk.update((g, c) for c in leaves
-                        if c in layout.nullable_leaves and parquet_pages.worth_walking(row_group.column(c), hi - lo))
-        if not walk:
-            return None
-        rows = {}
-        for g in {g for g, _ in walk}:
             positions, lo, hi, first = hits[g]
             rows[g] = [p - first for p in positions.slice(lo, hi - lo).to_pylist()]
+            row_group = footer.row_group(g)
+            walk.update((g, c) for c in leaves if c in layout.nullable_leaves
+                        and parquet_pages.worth_walking(row_group.column(c), row_group.num_rows, rows[g]))
+        if not walk:
+            return None
         size = source.size()
         buffer = parquet_pages.sparse_copy(source, footer, size, groups, leaves, rows, walk,
                                            cached_as=(self.io, f"{location}#{size}"))

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
 # Pages of nulls are decoded as intended by the pyarrow versions this module is tested on (26);
 # older ones read whole column chunks, which READ-15 always allows.
 ENABLED = int(pa.__version__.split(".")[0]) >= 26
-PAGE_BYTES = 1 << 20  # pyarrow's default data page size: the page count of a chunk is estimated with it
+# The page count of a chunk is estimated with the data page size lakefmt writes by default (WRITE-10);
+# a file of larger pages is walked more often than it pays, which costs only the headers.
+PAGE_BYTES = 256 << 10
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _PROBE = 1024  # bytes read for a page header; more when its statistics are longer
 _MAX_HEADER = 1 << 20
@@ -58,13 +60,24 @@ class _Truncated(Exception):
     """The header runs past the bytes read so far."""
 
 
-def worth_walking(chunk: pq.ColumnChunkMetaData, wanted_rows: int) -> bool:
+def worth_walking(chunk: pq.ColumnChunkMetaData, rows: int, wanted: Sequence[int]) -> bool:
     """Whether skipping pages can pay: a chunk of at least two pages (estimated from its decoded
-    size) holding fewer wanted rows than pages. A header costs about 10 microseconds to read, and
+    size) whose ``wanted`` rows (ascending, of the group's ``rows``) fall in fewer of them. The
+    pages are assumed even in rows, so rows that are close together (a sorted file's matches)
+    count as one page however many they are. A header costs about 10 microseconds to read, and
     nothing when the chunk's pages are kept (:data:`PAGES`); a page, up to a millisecond to
     decompress and decode."""
     pages = -(-chunk.total_uncompressed_size // PAGE_BYTES)
-    return pages >= 2 and wanted_rows < pages
+    if pages < 2 or rows <= 0:
+        return False
+    touched, last = 0, -1
+    for row in wanted:
+        page = row * pages // rows
+        if page != last:
+            touched, last = touched + 1, page
+            if touched >= pages:
+                return False
+    return True
 
 
 def skippable_columns(footer: pq.FileMetaData) -> set[int]:

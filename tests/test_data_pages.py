@@ -68,21 +68,22 @@ def expected(table: pa.Table, predicate, columns: list[str]) -> Counter:
     return Counter(tuple(r[c] for c in columns) for r in table.to_pylist() if predicate(r))
 
 
-def test_default_pages_of_a_wide_column_hold_2048_rows(local_catalog):
+def test_default_pages_of_a_wide_column_hold_1536_rows(local_catalog):
     # spec: WRITE-10
     t = local_catalog.create_table("db.pages", rows(0, 1).schema)
     t.append(rows())
     (path,) = file_paths(t)
     (wide,) = page_rows(path, "payload")
     assert sum(wide) == N
-    assert set(wide[:-1]) == {2048}, wide  # 256 KiB passed at pyarrow's second size check
+    assert set(wide[:-1]) == {1536}, wide  # 256 KiB passed at the third size check, every 512 rows
     (narrow,) = page_rows(path, "x")
     assert narrow == [20_000]  # 8-byte values: pyarrow's 20,000-row limit comes first
 
 
 @pytest.mark.parametrize("size, wide_rows, narrow", [
-    (128 * 1024, 1024, [16_384, N - 16_384]),
-    (1 << 20, 5120, [20_000]),  # 209-byte strings: 1 MiB passed at 5,120 rows
+    (128 * 1024, 768, [16_384, N - 16_384]),  # checked every 256 rows
+    (64 * 1024, 384, [8_192, 8_192, N - 16_384]),  # every 128 rows
+    (1 << 20, 5120, [20_000]),  # 209-byte strings: 1 MiB passed at 5,120 rows (checked every 1,024)
 ])
 def test_page_size_property_sets_the_pages(local_catalog, size, wide_rows, narrow):
     # spec: WRITE-10, META-12
@@ -103,8 +104,33 @@ def test_compaction_outputs_use_the_page_size(local_catalog):
     (path,) = file_paths(t)
     assert os.path.basename(path).startswith("compact-")
     pages = [n for group in page_rows(path, "payload") for n in group]
-    assert sum(pages) == N and max(pages) == 2048
+    assert sum(pages) == N and max(pages) == 1536
     assert scanned(t, "key = 17", ["id", "payload"]) == expected(rows(), lambda r: r["key"] == 17, ["id", "payload"])
+
+
+@pytest.mark.parametrize("strategy, layout", [("sort", {"sort_by": ["key"]}), ("zorder", {"columns": ["key", "id"]})])
+@pytest.mark.parametrize("option, page_rows_max", [
+    ({}, 384),  # the default 64 KiB, passed at the third check, every 128 rows
+    ({"sorted_page_size_bytes": 1 << 20}, 5120),
+])
+def test_sorted_outputs_use_small_pages(local_catalog, strategy, layout, option, page_rows_max):
+    # spec: COMPACT-16, WRITE-10 (compaction.sorted-page-size-bytes)
+    t = local_catalog.create_table(f"db.{strategy}ed", rows(0, 1).schema)
+    for i in range(4):
+        t.append(rows(i * 5_000, 5_000))
+    t.compaction.run(strategy, min_age_seconds=0, min_input_files=2, **layout, **option)
+    (path,) = file_paths(t)
+    pages = [n for group in page_rows(path, "payload") for n in group]
+    assert sum(pages) == N and max(pages) == page_rows_max
+    assert scanned(t, "key = 17", ["id", "payload"]) == expected(rows(), lambda r: r["key"] == 17, ["id", "payload"])
+
+
+def test_sorted_page_size_option_is_checked(local_catalog):
+    # spec: COMPACT-1, META-12
+    t = local_catalog.create_table("db.bad_sorted_pages", rows(0, 1).schema)
+    with pytest.raises(ValidationError, match=">= 1024") as info:
+        t.compaction.options(sorted_page_size_bytes=512)
+    assert "compaction.sorted-page-size-bytes" in str(info.value)
 
 
 @pytest.mark.parametrize("value, message", [

@@ -81,6 +81,26 @@ def test_selective_scan_replaces_pages_and_returns_the_matching_rows(wide, repla
         assert replaced[0] > 0
 
 
+def test_clustered_matches_replace_pages_however_many(wide, replaced):
+    """Matching rows next to each other (a sorted file's) outnumber the chunk's pages but fill one or two
+    of them: the others are still replaced (READ-15)."""
+    # spec: READ-15
+    expr = "id >= 1000 AND id < 1100"
+    assert got(wide, expr, ["id", "payload"]) == expected(rows(), lambda r: 1000 <= r["id"] < 1100, ["id", "payload"])
+    (f,) = wide.plan_files()
+    footer = pq.ParquetFile(f"{wide.location}/{f.path}").metadata
+    assert replaced[0] > 0 and 100 > -(-footer.row_group(0).column(3).total_uncompressed_size // parquet_pages.PAGE_BYTES)
+
+
+def test_spread_matches_read_whole_chunks(wide, replaced):
+    """As many pages touched as the chunk has: nothing to skip, the chunk is read whole (READ-15)."""
+    # spec: READ-15
+    wanted = list(range(0, N // 2, 500))  # one row in every page of the first row group
+    expr = "id IN (" + ", ".join(map(str, wanted)) + ")"
+    assert got(wide, expr, ["id", "payload"]) == expected(rows(), lambda r: r["id"] in wanted, ["id", "payload"])
+    assert replaced[0] == 0
+
+
 def test_pages_at_every_boundary_of_a_chunk(wide):
     """The first and last row of each page of a chunk (READ-15: a page's value count is its row count)."""
     (f,) = wide.plan_files()

@@ -97,8 +97,8 @@ class Compaction:
                 min_age_seconds: float | None = None, max_concurrent_groups: int | None = None,
                 read_mb_per_s: float | None = None, quiet_windows: str | None = None,
                 zstd_level: int | None = None, lease_seconds: float | None = None, verify: str | None = None,
-                sorted_row_group_rows: int | None = None, delete_ratio_threshold: float | None = None,
-                sort_memory_bytes: int | None = None, **unknown: Any) -> CompactionOptions:
+                sorted_row_group_rows: int | None = None, sorted_page_size_bytes: int | None = None,
+                delete_ratio_threshold: float | None = None, sort_memory_bytes: int | None = None, **unknown: Any) -> CompactionOptions:
         """The effective options: table properties, overridden by the non-None arguments (COMPACT-1).
 
         Raises:
@@ -113,8 +113,8 @@ class Compaction:
             min_input_files=min_input_files, max_group_size=max_group_size, min_age_seconds=min_age_seconds,
             max_concurrent_groups=max_concurrent_groups, read_mb_per_s=read_mb_per_s,
             quiet_windows=quiet_windows, zstd_level=zstd_level, lease_seconds=lease_seconds, verify=verify,
-            sorted_row_group_rows=sorted_row_group_rows, delete_ratio_threshold=delete_ratio_threshold,
-            sort_memory_bytes=sort_memory_bytes)
+            sorted_row_group_rows=sorted_row_group_rows, sorted_page_size_bytes=sorted_page_size_bytes,
+            delete_ratio_threshold=delete_ratio_threshold, sort_memory_bytes=sort_memory_bytes)
 
     def plan(self, strategy: Strategy = "binpack", *, sort_by: Sequence[str] | None = None,
              columns: Sequence[str] | None = None, filter: str | Expression | None = None,

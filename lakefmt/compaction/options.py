@@ -67,6 +67,10 @@ SORTED_ROW_GROUP_ROWS = Property(
     "compaction.sorted-row-group-rows", 16_384, 1, None,
     "Rows per Parquet row group of sort and Z-order outputs: small row groups let selective "
     "reads skip all but a few rows of a clustered file.")
+SORTED_PAGE_SIZE_BYTES = Property(
+    "compaction.sorted-page-size-bytes", 64 * 1024, 1024, None,
+    "Data page size of sort and Z-order outputs (WRITE-10): a selective read of clustered rows decodes "
+    "one small page of a wide column instead of a large one.")
 SORT_MEMORY_BYTES = Property(
     "compaction.sort-memory-bytes", 256 * MiB, 1, None,
     "Bytes of rows a sort or Z-order rewrite reorders in memory at once: a larger group is "
@@ -79,7 +83,8 @@ DELETE_RATIO_THRESHOLD = Property(
 COMPACTION_PROPERTIES = (TARGET_FILE_SIZE_BYTES, SMALL_FILE_THRESHOLD_RATIO, MIN_INPUT_FILES,
                          MAX_GROUP_SIZE_BYTES, MIN_AGE_SECONDS, MAX_CONCURRENT_GROUPS,
                          READ_BANDWIDTH_MB_PER_S, QUIET_WINDOWS, ZSTD_LEVEL, LEASE_SECONDS, VERIFY,
-                         SORTED_ROW_GROUP_ROWS, DELETE_RATIO_THRESHOLD, SORT_MEMORY_BYTES)
+                         SORTED_ROW_GROUP_ROWS, SORTED_PAGE_SIZE_BYTES, DELETE_RATIO_THRESHOLD,
+                         SORT_MEMORY_BYTES)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class CompactionOptions:
     lease_seconds: float = 900
     verify: str = "written"
     sorted_row_group_rows: int = 16_384
+    sorted_page_size_bytes: int = 64 * 1024
     delete_ratio_threshold: float = 0.3
     sort_memory_bytes: int = 256 * MiB
 
@@ -113,11 +119,12 @@ _BY_FIELD: dict[str, Property] = {
     "min_age_seconds": MIN_AGE_SECONDS, "max_concurrent_groups": MAX_CONCURRENT_GROUPS,
     "read_mb_per_s": READ_BANDWIDTH_MB_PER_S, "quiet_windows": QUIET_WINDOWS, "zstd_level": ZSTD_LEVEL,
     "lease_seconds": LEASE_SECONDS, "verify": VERIFY,
-    "sorted_row_group_rows": SORTED_ROW_GROUP_ROWS, "delete_ratio_threshold": DELETE_RATIO_THRESHOLD,
+    "sorted_row_group_rows": SORTED_ROW_GROUP_ROWS, "sorted_page_size_bytes": SORTED_PAGE_SIZE_BYTES,
+    "delete_ratio_threshold": DELETE_RATIO_THRESHOLD,
     "sort_memory_bytes": SORT_MEMORY_BYTES,
 }
 _INTEGERS = {"target_file_size", "min_input_files", "max_group_size", "max_concurrent_groups", "zstd_level",
-             "sorted_row_group_rows", "sort_memory_bytes"}
+             "sorted_row_group_rows", "sorted_page_size_bytes", "sort_memory_bytes"}
 
 
 def resolve_options(properties: Mapping[str, str], **overrides: Any) -> CompactionOptions:

@@ -183,8 +183,9 @@ def make_task(table: Table, plan: CompactionPlan, group: FileGroup) -> RewriteTa
     options = plan.options
     write = table.write_options(kind="compact", target_file_size=options.target_file_size,
                                 compression_level=options.zstd_level)
-    if plan.strategy != "binpack":  # clustered rows: small row groups prune selective reads (COMPACT-16)
-        write = replace(write, row_group_rows=options.sorted_row_group_rows)
+    if plan.strategy != "binpack":  # clustered rows: small row groups and pages serve selective reads (COMPACT-16)
+        write = replace(write, row_group_rows=options.sorted_row_group_rows,
+                        page_size_bytes=options.sorted_page_size_bytes)
     inputs_sorted = plan.target_sort_order_id is not None and all(
         f.sort_order_id == plan.target_sort_order_id for f in group.files)
     return RewriteTask(
