@@ -39,6 +39,7 @@ import decimal
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from lakefmt.errors import FilterError
@@ -428,9 +429,19 @@ def _like_escape(text: str) -> str:
 
 
 def parse_filter(text: str) -> Expression:
-    """Parse SQL-like filter text into an unbound expression (EXPR-2)."""
+    """Parse SQL-like filter text into an unbound expression (EXPR-2).
+
+    The last texts parsed are kept with their expressions (immutable, so one can be shared): a
+    dashboard or a service repeats the same few filters, and parsing one costs about 50 us of
+    a selective read of a sorted file's ~1.5 ms.
+    """
     if not isinstance(text, str):
         raise FilterError(f"a filter must be a string, got {type(text).__name__}")
+    return _parsed(text)
+
+
+@lru_cache(maxsize=256)
+def _parsed(text: str) -> Expression:
     return _Parser(text).parse()
 
 

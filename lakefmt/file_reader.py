@@ -402,15 +402,19 @@ class FileReader:
         plan = layout.plan(fields, False, None)
         leaves = [layout.leaf[name] for name in plan.columns]
         footer = parquet.metadata
-        rows, walk = {}, set()
+        walk = set()
         for g in groups:
             positions, lo, hi, first = hits[g]
-            rows[g] = [p - first for p in positions.slice(lo, hi - lo).to_pylist()]
+            wanted = positions.slice(lo, hi - lo)
             row_group = footer.row_group(g)
             walk.update((g, c) for c in leaves if c in layout.nullable_leaves
-                        and parquet_pages.worth_walking(row_group.column(c), row_group.num_rows, rows[g]))
+                        and parquet_pages.worth_walking(row_group.column(c), row_group.num_rows, wanted, first))
         if not walk:
             return None
+        rows = {}
+        for g in {g for g, _ in walk}:
+            positions, lo, hi, first = hits[g]
+            rows[g] = [p - first for p in positions.slice(lo, hi - lo).to_pylist()]
         size = source.size()
         buffer = parquet_pages.sparse_copy(source, footer, size, groups, leaves, rows, walk,
                                            cached_as=(self.io, f"{location}#{size}"))

@@ -29,8 +29,10 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakefmt import arrow_values
 from lakefmt.file_cache import ImmutableFileCache
 
 if TYPE_CHECKING:
@@ -60,24 +62,24 @@ class _Truncated(Exception):
     """The header runs past the bytes read so far."""
 
 
-def worth_walking(chunk: pq.ColumnChunkMetaData, rows: int, wanted: Sequence[int]) -> bool:
+def worth_walking(chunk: pq.ColumnChunkMetaData, rows: int, wanted: pa.Array, first: int = 0) -> bool:
     """Whether skipping pages can pay: a chunk of at least two pages (estimated from its decoded
-    size) whose ``wanted`` rows (ascending, of the group's ``rows``) fall in fewer of them. The
-    pages are assumed even in rows, so rows that are close together (a sorted file's matches)
-    count as one page however many they are. A header costs about 10 microseconds to read, and
-    nothing when the chunk's pages are kept (:data:`PAGES`); a page, up to a millisecond to
-    decompress and decode."""
+    size) whose ``wanted`` rows fall in fewer of them. ``wanted`` holds ascending row numbers,
+    ``first`` the number of the group's first row, ``rows`` the group's row count. Pages are
+    taken as even in rows, so rows next to each other (a sorted file's matches) count as one
+    page however many they are. A header costs about 10 microseconds to read, and nothing when
+    the chunk's pages are kept (:data:`PAGES`); a page, up to a millisecond to decompress and
+    decode."""
     pages = -(-chunk.total_uncompressed_size // PAGE_BYTES)
-    if pages < 2 or rows <= 0:
+    if pages < 2 or rows <= 0 or len(wanted) == 0:
         return False
-    touched, last = 0, -1
-    for row in wanted:
-        page = row * pages // rows
-        if page != last:
-            touched, last = touched + 1, page
-            if touched >= pages:
-                return False
-    return True
+    low, high = wanted[0].as_py() - first, wanted[-1].as_py() - first
+    if high * pages // rows - low * pages // rows + 1 < pages or len(wanted) < pages:
+        return True
+    int64 = pa.int64()  # scalars built from buffers: pyarrow imports pandas to convert a Python value
+    shifted = pc.subtract(wanted.cast(int64), arrow_values.scalar(first, int64))
+    page_of = pc.divide(pc.multiply(shifted, arrow_values.scalar(pages, int64)), arrow_values.scalar(rows, int64))
+    return pc.count_distinct(page_of).as_py() < pages
 
 
 def skippable_columns(footer: pq.FileMetaData) -> set[int]:
