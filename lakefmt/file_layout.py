@@ -160,7 +160,7 @@ def read_fields(parquet: pq.ParquetFile, layout: Layout, groups: Sequence[int] |
                 column = column.cast(column.type.value_type)
             arrays.append(column.cast(target))
     if not arrays:
-        return pa.table({}).append_column("__rows", pa.nulls(rows)).drop_columns(["__rows"])
+        return pa.table({"rows": pa.nulls(rows)}).drop_columns(["rows"])  # no column, ``rows`` rows
     if plan.schema is not None:
         return pa.Table.from_arrays(arrays, schema=plan.schema)
     return pa.Table.from_arrays(arrays, names=plan.names)

@@ -284,6 +284,8 @@ class FileReader:
             matched = keys.take(positions)
             if rest:
                 others = self._read_rows(parquet, layout, pending.source, groups, rest, location, positions)
+        if not self.projected.fields:
+            return matched.select([])  # no column asked for: as many rows as match
         arrays = [matched.column(f.name) if f.id in columns.filter_ids else others.column(f.name)  # type: ignore[union-attr]
                   for f in self.projected.fields]
         table = pa.Table.from_arrays(arrays, names=self.output.names)

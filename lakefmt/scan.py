@@ -211,12 +211,14 @@ class DataScan:
             return matched
         if reader.metrics is not None and len(tasks) > 1:  # filtered: evaluated a batch of files at once (READ-16)
             tables = read_filtered(reader, files, READ_THREADS)
-        elif reader.metrics is None and reader.local and len(tasks) >= fragment_scan.MIN_FILES:
+        elif reader.metrics is None and reader.local and len(tasks) >= fragment_scan.MIN_FILES and schema:
             tables = fragment_scan.read_unfiltered(reader, tasks, READ_THREADS)  # READ-6, READ-12, READ-14
         else:
             tables = thread_map(lambda task: _read_with(reader, task), tasks, READ_THREADS)
         if len(tables) == 1:
             return tables[0]  # concat_tables of one table of 10,000 files' chunks costs ~90 ms
+        if not schema:  # no column asked for: concat_tables would drop the row counts
+            return pa.table({"rows": pa.nulls(sum(t.num_rows for t in tables))}).drop_columns(["rows"])
         return pa.concat_tables(tables) if tables else arrow_values.empty_table(schema)
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
