@@ -88,22 +88,24 @@ def read_matching(reader: FileReader, files: Sequence[tuple[str, DataFile]], thr
     exactly (see the module docstring) and the caller must read them itself."""
     if not _candidate(reader, files):
         return None
+    paths = [reader.io.fs_path(location) for location, _ in files]
+    if any(c in _GLOB for p in paths for c in p):
+        return None
+    footers = _footers(reader, files, paths)
+    if footers is None:
+        return None
+    if reader.metrics is not None and len(files) < MIN_FILES and _rows_after_pruning(reader, files, footers) < MIN_ROWS:
+        return None  # few row groups left: lakefmt's reader reads only their matching pages (READ-15)
     fields = _fields_read(reader)
     if fields is None:
         return None
     where = ("TRUE", []) if reader.metrics is None else to_duckdb_sql(reader.row_filter, reader.column_name)
     if where is None:
         return None
-    paths = [reader.io.fs_path(location) for location, _ in files]
-    if any(c in _GLOB for p in paths for c in p):
-        return None
-    footers: list[pq.FileMetaData] = []
-    names = _footers_match(reader, files, paths, fields, footers)
+    names = _schemas_match(footers, fields)
     deleting = [i for i, (_, f) in enumerate(files) if f.deletion_vector is not None]
     if names is None or (deleting and not _POSITIONS.isdisjoint(names)):
         return None  # a column so named would hide DuckDB's own
-    if reader.metrics is not None and len(files) < MIN_FILES and _rows_after_pruning(reader, files, footers) < MIN_ROWS:
-        return None  # few row groups left: lakefmt's reader reads only their matching pages (READ-15)
     deleted = _deleted_keys(reader, files, deleting) if deleting else None  # read first, as the file reader does
     sql, params = where
     columns = ", ".join(quote_identifier(f.name) for f in reader.projected.fields)
@@ -147,7 +149,7 @@ class _Footer:
 
 def _rows_after_pruning(reader: FileReader, files: Sequence[tuple[str, DataFile]],
                         footers: list[pq.FileMetaData]) -> int:
-    """The rows of ``files`` (whose ``footers`` :func:`_footers_match` read) in row groups whose statistics
+    """The rows of ``files`` (whose ``footers`` :func:`_footers` read) in row groups whose statistics
     do not rule the filter out (READ-11).
 
     DuckDB does not use Parquet's page index; lakefmt's reader reads, of the row groups left, only
@@ -181,13 +183,10 @@ def _fields_read(reader: FileReader) -> list[Field] | None:
     return fields
 
 
-def _footers_match(reader: FileReader, files: Sequence[tuple[str, DataFile]], paths: list[str],
-                   fields: list[Field], footers: list[pq.FileMetaData]) -> frozenset[str] | None:
-    """The files' column names if every file counts its manifest rows and has the first file's Parquet
-    schema, which holds each of ``fields`` as a column of its name, field id and Arrow type (READ-6,
-    READ-12); else None. Each file's footer is appended to ``footers``."""
-    first: pq.ParquetSchema | None = None
-    names: frozenset[str] = frozenset()
+def _footers(reader: FileReader, files: Sequence[tuple[str, DataFile]], paths: list[str]
+             ) -> list[pq.FileMetaData] | None:
+    """The files' footers, if every file counts its manifest rows (READ-12); else None."""
+    footers = []
     try:
         for (location, data_file), path in zip(files, paths):
             size = os.stat(path).st_size
@@ -198,16 +197,24 @@ def _footers_match(reader: FileReader, files: Sequence[tuple[str, DataFile]], pa
             if footer.num_rows != data_file.record_count:
                 return None
             footers.append(footer)
-            if first is None:
-                arrow_schema = footer.schema.to_arrow_schema()
-                if not _schema_holds(arrow_schema, fields):
-                    return None
-                first, names = footer.schema, frozenset(arrow_schema.names)
-            elif not footer.schema.equals(first):
-                return None
     except (OSError, pa.ArrowException):
         return None  # missing or unreadable: the caller's reader reports it (READ-10)
-    return names
+    return footers
+
+
+def _schemas_match(footers: list[pq.FileMetaData], fields: list[Field]) -> frozenset[str] | None:
+    """The files' column names if every footer has the first one's Parquet schema, which holds each of
+    ``fields`` as a column of its name, field id and Arrow type (READ-6, READ-12); else None."""
+    first = footers[0].schema
+    try:
+        arrow_schema = first.to_arrow_schema()
+    except pa.ArrowException:
+        return None
+    if not _schema_holds(arrow_schema, fields):
+        return None
+    if any(not footer.schema.equals(first) for footer in footers[1:]):
+        return None
+    return frozenset(arrow_schema.names)
 
 
 def _schema_holds(arrow_schema: pa.Schema, fields: list[Field]) -> bool:
