@@ -138,6 +138,18 @@ class WriteLease:
         lease.expires_at = started + lease.ttl
         return lease
 
+    @classmethod
+    def acquire_in(cls, s: CatalogSession, catalog: Catalog, table_uuid: str, ttl: float, *,
+                   label: str = "") -> WriteLease:
+        """Take a new write lease inside the caller's open catalog session ``s`` (no session of its own)."""
+        lease = cls(catalog, table_uuid, ttl, label=label)
+        started = time.time()
+        if not acquire_in_session(s, table_uuid, "write", [lease.token], owner=lease.token, ttl=ttl):
+            raise WriteLeaseLostError(f"write lease {lease.token} of {lease.label} is held by another writer; "
+                                      "use a fresh writer token")
+        lease.expires_at = started + lease.ttl
+        return lease
+
     def __repr__(self) -> str:
         return f"WriteLease({self.token!r}, {self.label!r}, active={self.active}, lost={self.lost})"
 
@@ -318,17 +330,29 @@ _keeper = _LeaseKeeper()
 
 
 def current_or_new_write_lease(lease: WriteLease | None, catalog: Catalog, table_uuid: str, ttl: float, *,
-                               label: str = "") -> WriteLease:
+                               label: str = "", session: CatalogSession | None = None) -> WriteLease:
     """``lease`` if it may go on protecting writes, else a newly acquired one (CAT-10).
 
     An active lease (a write holds it, or its files await a commit) is kept even when
     lost: its files must not be committed under another token. An idle one is renewed
     once less than half of its lifetime is left, and replaced if it has expired, was
-    released or belongs to another table.
+    released or belongs to another table. With ``session`` the renewal or the new lease
+    is done in that open catalog session rather than in one of its own.
     """
     if lease is not None and lease.table_uuid == table_uuid:
         if lease.active:
             return lease
-        if not lease.lost and (lease.seconds_left() > lease.ttl / 2 or lease.renew()):
+        if not lease.lost and lease.seconds_left() > lease.ttl / 2:
             return lease
+        if not lease.lost:
+            if session is None:
+                renewed = lease.renew()
+            else:
+                started = time.time()
+                renewed = lease._renewed(renew_in_session(session, table_uuid, "write", lease.token,
+                                                          owner=lease.token, ttl=lease.ttl), started)
+            if renewed:
+                return lease
+    if session is not None:
+        return WriteLease.acquire_in(session, catalog, table_uuid, ttl, label=label)
     return WriteLease.acquire(catalog, table_uuid, ttl, label=label)

@@ -204,11 +204,16 @@ class Table:
         """
         return self._lease().token
 
-    def _lease(self) -> WriteLease:
+    def _lease(self, session: CatalogSession | None = None) -> WriteLease:
         self._write_lease = current_or_new_write_lease(
             self._write_lease, self.catalog, self.metadata.table_uuid,
-            int_property(self.metadata.properties, WRITE_LEASE_SECONDS), label=self.name)
+            int_property(self.metadata.properties, WRITE_LEASE_SECONDS), label=self.name, session=session)
         return self._write_lease
+
+    def write_token_in(self, session: CatalogSession) -> str:
+        """:meth:`write_token`, the lease taken or renewed in the caller's open catalog ``session``
+        (a job that has catalog work of its own to do first saves a session)."""
+        return self._lease(session).token
 
     def write_lease(self) -> AbstractContextManager[WriteLease]:
         """Hold this handle's write-intent lease for a write and its commit, however long they take.

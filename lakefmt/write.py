@@ -363,7 +363,8 @@ class RollingFileWriter:
             if self._writer is None:
                 if self.encodings is None:
                     self.encodings = choose_encodings(rows.slice(offset), self.options.compression_level,
-                                                      self.options.min_compression_saving)
+                                                      self.options.min_compression_saving,
+                                                      self.options.page_size_bytes)
                 self._open(rows.schema)
             if not rows.schema.equals(self._file_schema):
                 rows = self._as_file_schema(rows)

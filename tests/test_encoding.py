@@ -78,7 +78,7 @@ def test_columns_zstd_cannot_shrink_are_stored_uncompressed(local_catalog):
     assert choose_encodings(data.slice(0, N)).compression == "zstd"  # no trial write for a small file
     enc = choose_encodings(data)
     assert enc.compression == {"noise": "none", "seq": "zstd", "kind": "zstd"}
-    assert enc.compression_level(3) == {"seq": 3, "kind": 3}
+    assert enc.compression_level(3) == {"seq": 1, "kind": 3}  # deltas of 1: level 1 stores them as small (WRITE-12)
     t = local_catalog.create_table("db.noise", data.schema)
     t.append(data)
     (f,) = t.plan_files()
@@ -122,3 +122,54 @@ def test_writer_takes_dictionary_and_plain_chunks_in_one_file(local_catalog):
     back = pq.read_table(path)
     assert back.num_rows == f.record_count == 6300
     assert back.column("k").to_pylist() == plain.column("k").to_pylist() * 3
+
+
+def _fast_and_slow_columns(rows: int) -> pa.Table:
+    """``hexish``: random hex digits and a counter, which ZSTD level 1 stores in fewer bytes than
+    level 3; ``blocks``: one of 2,000 random 128-digit blocks and a counter, whose repeats far
+    apart only level 3 finds (about half level 1's bytes)."""
+    import random
+
+    rng = random.Random(3)
+    blocks = [bytes(rng.getrandbits(8) for _ in range(64)).hex() for _ in range(2000)]
+    return pa.table({
+        "hexish": pa.array([f"{rng.getrandbits(64):016x}{i:08d}" for i in range(rows)]),
+        "blocks": pa.array([rng.choice(blocks) + str(i) for i in range(rows)]),
+        "kind": pa.array(["a", "b"] * (rows // 2)),
+    })
+
+
+def test_fast_zstd_level_only_for_columns_it_stores_as_small(local_catalog):
+    """WRITE-12: at level 3 a column that level 1 stores in no more bytes gets level 1, the others
+    keep level 3; the file holds the rows, and each column's bytes are at most level 3's."""
+    # spec: WRITE-12, WRITE-7
+    from dataclasses import replace
+
+    from lakefmt.encoding import FAST_ZSTD_LEVEL
+    from lakefmt.write import RollingFileWriter
+
+    data = _fast_and_slow_columns(70_000)  # four samples' worth: the trial writes are made
+    enc = choose_encodings(data, 3)
+    assert enc.fast == ("hexish",)
+    assert enc.compression_level(3) == {"hexish": FAST_ZSTD_LEVEL, "blocks": 3, "kind": 3}
+    assert enc.compression_level(1) == {"hexish": 1, "blocks": 1, "kind": 1}  # never above the level asked
+    assert choose_encodings(data, 1).fast == ()  # level 1 asked: nothing faster to try
+    assert choose_encodings(data.slice(0, N), 3).fast == ()  # a small file: no trial write
+
+    t = local_catalog.create_table("db.levels", data.schema, properties={"write.parquet.compression-level": "3"})
+    sizes = []
+    for chosen in (None, replace(enc, fast=())):  # as chosen, and every ZSTD column at level 3
+        writer = RollingFileWriter(t.io, t.location, t.schema(), t.spec(), (), t.write_options(), encodings=chosen)
+        writer.write(data)
+        (f,) = writer.close()
+        footer = pq.ParquetFile(f"{t.location}/{f.path}").metadata
+        sizes.append({footer.row_group(g).column(i).path_in_schema: 0 for i in range(footer.num_columns)
+                      for g in range(footer.num_row_groups)})
+        for g in range(footer.num_row_groups):
+            for i in range(footer.num_columns):
+                column = footer.row_group(g).column(i)
+                sizes[-1][column.path_in_schema] += column.total_compressed_size
+        assert pq.read_table(f"{t.location}/{f.path}").cast(data.schema).equals(data)
+    chosen_sizes, level3_sizes = sizes
+    assert chosen_sizes["hexish"] < level3_sizes["hexish"]
+    assert chosen_sizes["blocks"] == level3_sizes["blocks"]

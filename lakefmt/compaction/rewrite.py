@@ -47,8 +47,8 @@ Sort and Z-order outputs use small row groups (``compaction.sorted-row-group-row
 COMPACT-16) so that selective reads of clustered rows prune nearly every row group.
 
 CPU of a bin-pack rewrite of one day of the telemetry data (benchmarks/telemetry_data.py,
-1 million rows in 100 files of 1 MB; pyarrow 26, ZSTD 3): writing 1.37 s, of which
-ZSTD-compressing the 200-byte ``payload`` column takes 1.13 s; reading the inputs 0.29 s;
+1 million rows in 100 files of 1 MB; pyarrow 26, ZSTD 3): writing 1.37 s, of which ZSTD took
+1.13 s for the 200-byte ``payload`` (about half at level 1, WRITE-12); reading the inputs 0.29 s;
 each of the two row hashes 0.065 s, which the bin-pack no longer makes (its concatenation
 is checked instead, a few milliseconds). Decoding the outputs again (``read_back``) costs
 about as much as reading the inputs.
@@ -434,7 +434,7 @@ class _Sink:
         if self.shared is not None and self.writer.encodings is None:
             options = self.writer.options
             self.writer.encodings = self.shared.choose(table, options.compression_level,
-                                                       options.min_compression_saving)
+                                                       options.min_compression_saving, options.page_size_bytes)
         self.writer.write(table)
 
 

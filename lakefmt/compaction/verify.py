@@ -68,9 +68,18 @@ def warm_up() -> None:
 
 
 def _database() -> duckdb.DuckDBPyConnection:
-    """The process's in-memory database (the caller holds ``_base_lock``)."""
+    """The process's in-memory database (the caller holds ``_base_lock``).
+
+    One thread, and no asynchronous I/O threads (DuckDB 2.0 starts 8 by default, handing
+    them every read): the files it reads here are small local ones, read faster on the
+    querying thread. Measured reading 240 inputs of 28 KB in one pass per 80, CPU of the
+    process, fresh database included, best of 8: 80 ms without them, 95 ms with them.
+    """
     if not _base:
-        _base.append(duckdb.connect(config={"threads": 1}))
+        try:
+            _base.append(duckdb.connect(config={"threads": 1, "async_threads": 0}))
+        except duckdb.Error:  # a DuckDB without the setting has no such threads
+            _base.append(duckdb.connect(config={"threads": 1}))
     return _base[0]
 
 

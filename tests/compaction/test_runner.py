@@ -105,6 +105,63 @@ def test_leases_a_commit_completes_are_released_in_its_own_session(local_catalog
     assert rows(t.scan().to_arrow()) == rows(before)
 
 
+def test_run_reads_the_pointer_and_takes_its_write_lease_in_one_session(local_catalog):
+    """COMPACT-39, CAT-10: a run of small partitions opens three catalog sessions: the pointer read
+    with the run's write lease, the partition leases, and the commit (which releases them)."""
+    # spec: COMPACT-39, COMPACT-37, CAT-10
+    t = small_files_table(local_catalog)
+    before = t.scan().to_arrow()
+    opened: list[str] = []
+    session = t.catalog.session
+
+    def counted(*args, **kwargs):
+        opened.append("session")
+        return session(*args, **kwargs)
+
+    t.catalog.session = counted  # the very same catalog, its sessions counted
+    try:
+        result = t.compaction.run("binpack", min_age_seconds=0)
+    finally:
+        del t.catalog.session
+    assert result.groups_committed == 3 and len(result.snapshot_ids) == 1
+    assert len(opened) == 3
+    token = t.write_token()  # the run's lease, still live: no new one is taken
+    assert [x.key for x in Leases(local_catalog).live(t.metadata.table_uuid, "write")] == [token]
+    assert Leases(local_catalog).live(t.metadata.table_uuid, LEASE_KIND) == []
+    assert rows(t.scan().to_arrow()) == rows(before)
+
+
+def test_run_on_a_stale_handle_compacts_the_current_snapshot(local_catalog):
+    """COMPACT-39: a handle loaded before other commits plans the table as it is when the run starts."""
+    # spec: COMPACT-39
+    t = small_files_table(local_catalog, appends=4)
+    stale = local_catalog.load_table("artemis.downlinks")
+    t.append(t.scan().to_arrow().slice(0, 500))
+    t.append(t.scan().to_arrow().slice(0, 300))
+    current = rows(t.scan().to_arrow())
+    assert stale.metadata_location != t.metadata_location and len(stale.plan_files()) == 12
+    result = stale.compaction.run("binpack", min_age_seconds=0)
+    assert result.files_before == len(t.plan_files()) == 15  # the appends since the handle was loaded count
+    assert result.groups_committed == result.groups_planned > 0 and result.groups_failed == 0
+    assert rows(t.refresh().scan().to_arrow()) == current
+
+
+def test_run_renews_an_idle_write_lease_in_its_first_session(local_catalog):
+    """CAT-10: an idle write lease past half its lifetime is renewed, not replaced, in the session
+    that reads the pointer; the run's files carry its token."""
+    # spec: CAT-10
+    t = small_files_table(local_catalog)
+    token = t.write_token()
+    ttl = t._write_lease.ttl
+    t._write_lease.expires_at = time.time() + ttl / 4  # as if taken three quarters of its lifetime ago
+    result = t.compaction.run("binpack", min_age_seconds=0)
+    assert result.groups_committed == result.groups_planned > 0
+    assert t.write_token() == token
+    (lease,) = Leases(local_catalog).live(t.metadata.table_uuid, "write")
+    assert lease.key == token and lease.expires_at > time.time() + ttl / 2
+    assert all(token in f.path for f in t.plan_files())
+
+
 @pytest.mark.parametrize("strategy", ["binpack", "sort", "zorder"])
 def test_compaction_twice_is_a_no_op(local_catalog, strategy):
     """COMPACT-8: the second run plans no group and commits nothing."""
