@@ -27,6 +27,7 @@ Measured, interleaved (lakefmt, delta-rs, ... with the order flipped each run; m
 Usage:
     python benchmarks/bench_planning.py                      # both datasets, ~6 minutes on 2 cores
     python benchmarks/bench_planning.py --quick              # 1,000 files: smoke run
+    python benchmarks/bench_planning.py --planning-only      # no full scans: ~2 minutes
 Results: benchmarks/results/planning-<UTC time>.json
 """
 
@@ -144,8 +145,10 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
     filtered = {}
     for label, text in filters.items():
         scan = t.scan(filter=text)
-        cold = interleaved({"plan": lambda s=scan: (manifest_cache.clear(), s.plan())}, args.runs)["plan"]
-        filtered[label] = {"filter": text, "files_planned": len(scan.plan().tasks), "cold_median_s": median(cold)}
+        cold_cpu: dict[str, list[float]] = {}
+        cold = interleaved({"plan": lambda s=scan: (manifest_cache.clear(), s.plan())}, args.runs, cold_cpu)["plan"]
+        filtered[label] = {"filter": text, "files_planned": len(scan.plan().tasks), "cold_median_s": median(cold),
+                           "cold_median_cpu_s": median(cold_cpu["plan"])}
     load_planning = loadavg()
 
     con = duckdb.connect()
@@ -155,12 +158,14 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
         return lambda: rows.__setitem__(name, fn().num_rows)
 
     scan_cpu: dict[str, list[float]] = {}
-    scans = interleaved({
+    scans = {} if args.planning_only else interleaved({
         "lakefmt scan().to_arrow()": count("lakefmt", lambda: t.scan().to_arrow()),
         "pyarrow.dataset over the planned files": count("pyarrow", lambda: pads.dataset(paths,
                                                                                         format="parquet").to_table()),
         "DuckDB read_parquet(planned files)": count("duckdb", lambda: con.read_parquet(paths).to_arrow_table()),
     }, args.scan_runs, scan_cpu)
+    if args.planning_only:
+        rows["lakefmt"] = sum(task.data_file.record_count for task in full_plan.tasks)
     assert len(set(rows.values())) == 1, rows
     med = {k: median(v) for k, v in {**planning, **scans}.items()}
     out = {"dataset": ds.name, "files": args.files, "rows": rows["lakefmt"], "build_s": built,
@@ -172,10 +177,13 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
            "planning_ratio": med["lakefmt: load_table + plan (cold)"] / med["delta-rs: DeltaTable() + file_uris()"],
            "open_table_ratio": (med["lakefmt: plan on an open table (warm cache)"]
                                 / med["delta-rs: file_uris() on an open table"]),
-           "scan_vs_pyarrow": med["lakefmt scan().to_arrow()"] / med["pyarrow.dataset over the planned files"],
-           "scan_vs_duckdb": med["lakefmt scan().to_arrow()"] / med["DuckDB read_parquet(planned files)"]}
-    print(f"[{ds.name}] planning {out['planning_ratio']:.2f}x delta-rs, full scan {out['scan_vs_pyarrow']:.2f}x "
-          f"pyarrow.dataset, {out['scan_vs_duckdb']:.2f}x DuckDB", flush=True)
+           "scan_vs_pyarrow": (med["lakefmt scan().to_arrow()"] / med["pyarrow.dataset over the planned files"]
+                               if scans else None),
+           "scan_vs_duckdb": (med["lakefmt scan().to_arrow()"] / med["DuckDB read_parquet(planned files)"]
+                              if scans else None)}
+    print(f"[{ds.name}] planning {out['planning_ratio']:.2f}x delta-rs" + (
+        f", full scan {out['scan_vs_pyarrow']:.2f}x pyarrow.dataset, {out['scan_vs_duckdb']:.2f}x DuckDB" if scans
+        else ""), flush=True)
     return out
 
 
@@ -207,17 +215,18 @@ def report(results: list[dict[str, Any]]) -> str:
             ["delta-rs: file_uris() on an open table", ms("delta-rs: file_uris() on an open table"),
              ms_cpu("delta-rs: file_uris() on an open table"), ""],
             *[[f"lakefmt: plan {label} ({f['files_planned']:,} files, cold cache)",
-               f"{f['cold_median_s'] * 1000:.1f}", "", ""] for label, f in r["filtered"].items()],
-            ["full scan: lakefmt scan().to_arrow()", f"{med['lakefmt scan().to_arrow()'] * 1000:.0f}",
-             ms_cpu("lakefmt scan().to_arrow()"),
-             (f"{r['scan_vs_pyarrow']:.2f}x (goal < 1.0x: {'met' if r['scan_vs_pyarrow'] < 1 else '**missed**'}); "
-              f"{r['scan_vs_duckdb']:.2f}x DuckDB")],
-            ["full scan: pyarrow.dataset over the planned files",
-             f"{med['pyarrow.dataset over the planned files'] * 1000:.0f}",
-             ms_cpu("pyarrow.dataset over the planned files"), ""],
-            ["full scan: DuckDB read_parquet(planned files)",
-             f"{med['DuckDB read_parquet(planned files)'] * 1000:.0f}",
-             ms_cpu("DuckDB read_parquet(planned files)"), ""],
+               f"{f['cold_median_s'] * 1000:.1f}", f"{f['cold_median_cpu_s'] * 1000:.1f}", ""]
+              for label, f in r["filtered"].items()],
+            *([["full scan: lakefmt scan().to_arrow()", f"{med['lakefmt scan().to_arrow()'] * 1000:.0f}",
+                ms_cpu("lakefmt scan().to_arrow()"),
+                (f"{r['scan_vs_pyarrow']:.2f}x (goal < 1.0x: {'met' if r['scan_vs_pyarrow'] < 1 else '**missed**'}); "
+                 f"{r['scan_vs_duckdb']:.2f}x DuckDB")],
+               ["full scan: pyarrow.dataset over the planned files",
+                f"{med['pyarrow.dataset over the planned files'] * 1000:.0f}",
+                ms_cpu("pyarrow.dataset over the planned files"), ""],
+               ["full scan: DuckDB read_parquet(planned files)",
+                f"{med['DuckDB read_parquet(planned files)'] * 1000:.0f}",
+                ms_cpu("DuckDB read_parquet(planned files)"), ""]] if r["scans_s"] else []),
         ]) + "\n\n"
     return text.rstrip()
 
@@ -230,6 +239,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, help="data files (a multiple of 100; default 10,000; quick 1,000)")
     parser.add_argument("--rows-per-file", type=int, default=250)
     parser.add_argument("--scan-runs", type=int, help="runs of each full scan (default 3; quick 1)")
+    parser.add_argument("--planning-only", action="store_true", help="measure planning only (no full scans)")
     args = parser.parse_args()
     args.files = args.files or (1000 if args.quick else 10_000)
     args.runs = args.runs or (3 if args.quick else 7)

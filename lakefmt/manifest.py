@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import IntEnum
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def data_files_from_manifest(paths: Sequence[str], partitions: Sequence[tuple[An
     """
     new, set_state = object.__new__, object.__setattr__
     n = len(paths)
-    out = [new(DataFile) for _ in range(n)]
+    out = list(map(new, repeat(DataFile, n)))  # no Python frame per instance, unlike a list comprehension
     one_order = sort_order_ids is None or isinstance(sort_order_ids, int)
     if isinstance(formats, str) and one_order and deletion_vectors is None:
         # The usual manifest: four fields per file and the decoder, plus the constants not at their default.

@@ -231,9 +231,10 @@ def read_manifest_contents(io: FileIO, location: str, spec: PartitionSpec, schem
     """
     parquet = _open_parquet(io, location, "manifest")
     try:
-        stats = ManifestStats(parquet, location, _read_open)
+        arrow_schema = parquet.schema_arrow
+        stats = ManifestStats(parquet, location, _read_open, arrow_schema)
         table = _read_open(parquet, location, "manifest",
-                           [name for name in parquet.schema_arrow.names if name not in STATS_FIELDS])
+                           [name for name in arrow_schema.names if name not in STATS_FIELDS])
         part_types: list[LakeType] = [t for _, t in spec.partition_type(schema)]
         statuses = table.column("status").to_pylist()
         if not set(statuses) <= {0, 1, 2}:

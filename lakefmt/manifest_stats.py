@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from lakefmt import arrow_values
 from lakefmt.errors import CorruptMetadataError
+from lakefmt.gc_pause import gc_paused
 from lakefmt.manifest import STATS_FIELDS, DataFile
 
 ReadColumns = Callable[[pq.ParquetFile, str, str, Sequence[str] | None], pa.Table]
@@ -35,11 +36,13 @@ class ManifestStats:
     statistics nobody asks for costs nothing here.
     """
 
-    def __init__(self, parquet: pq.ParquetFile, location: str, read: ReadColumns) -> None:
+    def __init__(self, parquet: pq.ParquetFile, location: str, read: ReadColumns,
+                 arrow: pa.Schema | None = None) -> None:
+        """``arrow``: the file's Arrow schema when the caller has it (``schema_arrow`` converts it again each call)."""
         self._parquet: pq.ParquetFile | None = parquet
         self._location = location
         self._read_columns = read
-        arrow = parquet.schema_arrow
+        arrow = parquet.schema_arrow if arrow is None else arrow
         self._names = [name for name in STATS_FIELDS if name in arrow.names]
         for name in self._names:  # the types are checked now: a malformed manifest fails when it is read
             if not pa.types.is_map(arrow.field(name).type):
@@ -72,7 +75,8 @@ class ManifestStats:
         return out
 
     def _decode(self) -> list[list[dict[Any, Any]]]:
-        with self._lock:
+        # Four dicts per row, kept with the manifest: built with the cyclic collector paused (lakefmt.gc_pause).
+        with self._lock, gc_paused():
             if self._rows is None:
                 table = self._read()
                 try:

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from functools import cached_property
-from itertools import repeat
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
@@ -186,7 +186,7 @@ class DataScan:
 
         with gc_paused():  # the tasks built are kept with the cached manifests (lakefmt.gc_pause)
             results = thread_map(plan_manifest, selected, _plan_threads(self.io))
-            tasks = [t for _, ts in results for t in ts]  # a new list: the per-manifest lists are cached
+            tasks = list(chain.from_iterable(ts for _, ts in results))  # a new list: the per-manifest lists are cached
             distinct = len(set(map(_location, tasks)))
         if distinct != len(tasks):  # READ-9: live in one entry only
             seen: set[str] = set()

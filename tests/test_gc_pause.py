@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 
 import pyarrow as pa
+import pytest
 
 import lakefmt
-from lakefmt import manifest_cache
+from lakefmt import gc_pause, manifest_cache
 from lakefmt.gc_pause import gc_paused
 
 
@@ -56,3 +58,50 @@ def test_planning_leaves_the_collector_on_and_plans_every_file(local_catalog: la
     assert all(task.location == f"{t.location}/{task.data_file.path}" for task in plan.tasks)
     assert all(type(task) is lakefmt.scan.FileScanTask for task in plan.tasks)
     assert sorted(t.scan().to_arrow().column("id").to_pylist()) == list(range(50))
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: object = None
+
+
+@pytest.mark.skipif(not gc_pause._PROMOTE, reason="promotion is for CPython 3.10-3.13's collector")
+def test_objects_built_in_a_pause_join_the_oldest_generation_and_cycles_are_still_freed():
+    with gc_paused():
+        kept = [_Node() for _ in range(1_000)]
+        cycle = _Node()
+        cycle.other = cycle
+    assert gc.isenabled()
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(o) in oldest for o in kept) and id(cycle) in oldest
+    assert gc.get_freeze_count() == 0
+    ref = weakref.ref(cycle)
+    del cycle
+    assert ref() is not None  # garbage of a cycle: only a collection frees it
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_processs_own_frozen_objects_stay_frozen():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with gc_paused():
+            built = [_Node() for _ in range(100)]
+        assert gc.get_freeze_count() == frozen
+        assert len(built) == 100 and gc.isenabled()
+    finally:
+        gc.unfreeze()
+
+
+@pytest.mark.skipif(not gc_pause._PROMOTE, reason="promotion is for CPython 3.10-3.13's collector")
+def test_the_promotion_keeps_the_older_generations_counts():
+    gc.collect()
+    gc.collect(1)  # the oldest generation's count: 1
+    gc.collect(0)
+    gc.collect(0)  # the middle one's: 2
+    with gc_paused():
+        built = [_Node() for _ in range(2_000)]
+    # the promotion stands for one collection of the youngest generation
+    assert gc.get_count()[1:] == (3, 1) and len(built) == 2_000
