@@ -18,8 +18,8 @@ Pausing is counted: the collector runs again when the last pause of any thread e
 only if it was enabled when the first one began. Code that turns the collector off or on
 itself while a pause is held may see its change undone when the pause ends.
 
-When the last pause ends, the objects built meanwhile are promoted to the oldest generation
-at once (``gc.freeze()`` then ``gc.unfreeze()``: two list splices, no traversal), instead of
+When the last pause ends after a burst (:data:`PROMOTE_MIN_OBJECTS` new objects or more),
+the objects built meanwhile are promoted to the oldest generation at once (``gc.freeze()`` then ``gc.unfreeze()``: two list splices, no traversal), instead of
 being traversed by the youngest generation's collection the next allocation starts and by the
 middle generation's after it. They are kept (cached manifests, scan tasks), so those two
 traversals free nothing. Measured on 2 shared cores, in a process that had built the
@@ -48,6 +48,11 @@ _resume = False
 # The three-generation collector of CPython 3.10-3.13, which the promotion below was measured on; 3.14's
 # incremental collector counts and collects differently (and PyPy has no freeze).
 _PROMOTE = sys.implementation.name == "cpython" and sys.version_info < (3, 14) and hasattr(gc, "get_freeze_count")
+# Promotion pays only after a burst: a pause that left fewer new objects than this (a warm plan of a
+# few files leaves ~2,000, mostly its own temporaries) promotes nothing. Promoting after every warm
+# plan moved each scan's young garbage to the oldest generation: a repeated selective scan of a
+# sorted file then took 6 ms instead of 1.7 in one run of ten (full collections), against 2 ms.
+PROMOTE_MIN_OBJECTS = 10_000
 
 
 @contextmanager
@@ -65,7 +70,7 @@ def gc_paused() -> Iterator[None]:
         with _lock:
             _depth -= 1
             if _depth == 0 and _resume:
-                if _PROMOTE and not gc.get_freeze_count():
+                if _PROMOTE and not gc.get_freeze_count() and gc.get_count()[0] >= PROMOTE_MIN_OBJECTS:
                     _promote_all()
                 gc.enable()
 

@@ -68,7 +68,7 @@ class _Node:
 @pytest.mark.skipif(not gc_pause._PROMOTE, reason="promotion is for CPython 3.10-3.13's collector")
 def test_objects_built_in_a_pause_join_the_oldest_generation_and_cycles_are_still_freed():
     with gc_paused():
-        kept = [_Node() for _ in range(1_000)]
+        kept = [_Node() for _ in range(gc_pause.PROMOTE_MIN_OBJECTS)]
         cycle = _Node()
         cycle.other = cycle
     assert gc.isenabled()
@@ -80,6 +80,16 @@ def test_objects_built_in_a_pause_join_the_oldest_generation_and_cycles_are_stil
     assert ref() is not None  # garbage of a cycle: only a collection frees it
     gc.collect()
     assert ref() is None
+
+
+def test_a_small_pause_promotes_nothing():
+    """A warm plan's few objects stay young: promoting them after every scan filled the oldest generation
+    with each scan's garbage (slow full collections)."""
+    gc.collect()
+    with gc_paused():
+        few = [_Node() for _ in range(100)]
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert not any(id(o) in oldest for o in few)
 
 
 def test_a_processs_own_frozen_objects_stay_frozen():
