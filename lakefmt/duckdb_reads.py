@@ -89,7 +89,7 @@ def read_matching(reader: FileReader, files: Sequence[tuple[str, DataFile]], thr
     if not _candidate(reader, files):
         return None
     paths = [reader.io.fs_path(location) for location, _ in files]
-    if any(c in _GLOB for p in paths for c in p):
+    if any(not _GLOB.isdisjoint(p) for p in paths):
         return None
     footers = _footers(reader, files, paths)
     if footers is None:

@@ -317,9 +317,11 @@ def _i32(delta: int, value: int) -> bytes:
     return bytes([(delta << 4) | 5]) + _uvarint((value << 1) ^ (value >> 31))
 
 
+@lru_cache(maxsize=4096)
 def _null_page(rows: int, slot: int) -> bytes | None:
     """Header and levels of an uncompressed DATA_PAGE_V2 of ``rows`` nulls that fills ``slot`` bytes
-    (the page's values, none, are followed by padding never read); None when it does not fit."""
+    (the page's values, none, are followed by padding never read); None when it does not fit.
+    Kept per ``(rows, slot)``: a repeated read of a file's chunk stands in for the same pages."""
     levels, tail = _null_page_parts(rows)
     fixed = len(_V2_TYPE) + len(tail)
     body = slot - fixed
