@@ -145,27 +145,53 @@ def _chunk_pages(source: Any, start: int, end: int, rows: int, cached_as: tuple[
 
 def _stand_ins(pages: list[tuple[int, int, int, int]], wanted: Sequence[int], stand_ins: list[tuple[int, bytes]]
                ) -> list[tuple[int, int]]:
-    """A page of nulls (added to ``stand_ins``) for each data page holding no wanted row; the byte
-    ranges of the other pages, to copy."""
+    """One page of nulls (added to ``stand_ins``) for each run of adjacent data pages holding no wanted
+    row, filling the run's bytes; the byte ranges of the other pages, to copy.
+
+    A run of pages becomes one page of as many rows: a sorted file's few matching rows leave two
+    runs in a chunk of dozens of pages, and the decoder then reads two page headers, not dozens.
+    """
     copy: list[tuple[int, int]] = []
+    run: list[int] = []  # [offset, bytes, rows] of the current run of pages without a wanted row
     first = 0
     i = 0
+
+    def end_run() -> None:
+        stand_in = _null_page(run[2], run[1])
+        if stand_in is None:
+            _copy(copy, run[0], run[0] + run[1])
+        else:
+            stand_ins.append((run[0], stand_in))
+        run.clear()
+
     for offset, length, kind, count in pages:
-        stand_in = None
+        skip = False
         if kind != _DICTIONARY_PAGE:
             while i < len(wanted) and wanted[i] < first:
                 i += 1
-            if not (i < len(wanted) and wanted[i] < first + count):
-                stand_in = _null_page(count, length)
+            skip = not (i < len(wanted) and wanted[i] < first + count)
             first += count
-        if stand_in is None:
-            if copy and copy[-1][1] == offset:
-                copy[-1] = (copy[-1][0], offset + length)
-            else:
-                copy.append((offset, offset + length))
+        if skip and run and run[0] + run[1] == offset:
+            run[1] += length
+            run[2] += count
+            continue
+        if run:
+            end_run()
+        if skip:
+            run.extend((offset, length, count))
         else:
-            stand_ins.append((offset, stand_in))
+            _copy(copy, offset, offset + length)
+    if run:
+        end_run()
     return copy
+
+
+def _copy(ranges: list[tuple[int, int]], start: int, end: int) -> None:
+    """Add the byte range ``start:end`` to ``ranges``, joined to the last one when they touch."""
+    if ranges and ranges[-1][1] == start:
+        ranges[-1] = (ranges[-1][0], end)
+    else:
+        ranges.append((start, end))
 
 
 def _pages(source: Any, start: int, end: int, rows: int) -> list[tuple[int, int, int, int]] | None:

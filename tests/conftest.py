@@ -123,13 +123,13 @@ class Cli:
 
 @pytest.fixture
 def replaced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the data pages handed to the decoder as pages of nulls (READ-15)."""
+    """Counts the rows handed to the decoder in pages of nulls (READ-15)."""
     count = [0]
     null_page = parquet_pages._null_page
 
     def counting(n: int, slot: int) -> bytes | None:
         page = null_page(n, slot)
-        count[0] += page is not None
+        count[0] += n if page is not None else 0
         return page
 
     monkeypatch.setattr(parquet_pages, "_null_page", counting)
