@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from lakefmt import arrow_values
 from lakefmt.file_cache import ImmutableFileCache
+from lakefmt.thrift_compact import Truncated, i32_field, read_struct, uvarint
 
 if TYPE_CHECKING:
     from lakefmt.io import FileIO
@@ -56,10 +57,6 @@ PAGES = ImmutableFileCache[list[tuple[int, int, int, int]]](max_weight=500_000, 
 # PageHeader fields read: type (1), compressed_page_size (3), data_page_header.num_values (5.1),
 # data_page_header_v2.num_rows (8.3).
 _WANTED: dict[int, Any] = {1: None, 3: None, 5: {1: None}, 8: {3: None}}
-
-
-class _Truncated(Exception):
-    """The header runs past the bytes read so far."""
 
 
 def worth_walking(chunk: pq.ColumnChunkMetaData, rows: int, wanted: pa.Array, first: int = 0) -> bool:
@@ -205,11 +202,11 @@ def _pages(source: Any, start: int, end: int, rows: int) -> list[tuple[int, int,
         while True:
             data = source.read_at(min(probe, end - pos), pos)
             try:
-                header, used = _struct(data, 0, _WANTED)
+                header, used = read_struct(data, 0, _WANTED)
                 if used > len(data):
-                    raise _Truncated
+                    raise Truncated
                 break
-            except _Truncated:
+            except Truncated:
                 if probe >= min(_MAX_HEADER, end - pos):
                     return None
                 probe *= 8
@@ -234,115 +231,6 @@ def _pages(source: Any, start: int, end: int, rows: int) -> list[tuple[int, int,
 
 # -- Thrift compact protocol -----------------------------------------------------------------------
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    if pos < len(buf) and buf[pos] < 0x80:  # one byte: most field values and lengths in a page header
-        return buf[pos], pos + 1
-    shift = result = 0
-    while True:
-        if pos >= len(buf):
-            raise _Truncated
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _struct(buf: bytes, pos: int, wanted: Mapping[int, Any] | None) -> tuple[dict[int, Any], int]:
-    """The integer fields named in ``wanted`` of the struct at ``pos`` (nested: ``wanted[id]``
-    names the fields of a struct field), and the position after the struct."""
-    values: dict[int, Any] = {}
-    last = 0
-    while True:
-        if pos >= len(buf):
-            raise _Truncated
-        head = buf[pos]
-        pos += 1
-        if head == 0:
-            return values, pos
-        kind = head & 0x0F
-        if head >> 4:
-            field = last + (head >> 4)
-        else:
-            raw, pos = _varint(buf, pos)
-            field = (raw >> 1) ^ -(raw & 1)
-        last = field
-        if wanted is not None and field in wanted:
-            if kind in (5, 6):
-                raw, pos = _varint(buf, pos)
-                values[field] = (raw >> 1) ^ -(raw & 1)
-                continue
-            if kind == 12:
-                values[field], pos = _struct(buf, pos, wanted[field])
-                continue
-        pos = _skip(buf, pos, kind)
-
-
-def _skip(buf: bytes, pos: int, kind: int) -> int:
-    if kind in (1, 2):  # a boolean field's value is its type
-        return pos
-    if kind == 3:
-        return pos + 1
-    if kind in (4, 5, 6):  # a varint: skipped without decoding it
-        end = len(buf)
-        while pos < end:
-            pos += 1
-            if buf[pos - 1] < 0x80:
-                return pos
-        raise _Truncated
-    if kind == 7:
-        return pos + 8
-    if kind == 8:
-        n, pos = _varint(buf, pos)
-        return pos + n
-    if kind in (9, 10):
-        if pos >= len(buf):
-            raise _Truncated
-        head = buf[pos]
-        pos += 1
-        size, element = head >> 4, head & 0x0F
-        if size == 15:
-            size, pos = _varint(buf, pos)
-        for _ in range(size):
-            pos = _skip_element(buf, pos, element)
-            if pos > len(buf):
-                raise _Truncated
-        return pos
-    if kind == 11:
-        size, pos = _varint(buf, pos)
-        if size:
-            if pos >= len(buf):
-                raise _Truncated
-            kinds = buf[pos]
-            pos += 1
-            for _ in range(size):
-                pos = _skip_element(buf, _skip_element(buf, pos, kinds >> 4), kinds & 0x0F)
-                if pos > len(buf):
-                    raise _Truncated
-        return pos
-    if kind == 12:
-        return _struct(buf, pos, None)[1]
-    raise ValueError(f"unknown Thrift compact type {kind}")
-
-
-def _skip_element(buf: bytes, pos: int, kind: int) -> int:
-    return pos + 1 if kind in (1, 2) else _skip(buf, pos, kind)  # a boolean element takes a byte
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _i32(delta: int, value: int) -> bytes:
-    return bytes([(delta << 4) | 5]) + _uvarint((value << 1) ^ (value >> 31))
-
-
 @lru_cache(maxsize=4096)
 def _null_page(rows: int, slot: int) -> bytes | None:
     """Header and levels of an uncompressed DATA_PAGE_V2 of ``rows`` nulls that fills ``slot`` bytes
@@ -352,24 +240,24 @@ def _null_page(rows: int, slot: int) -> bytes | None:
     fixed = len(_V2_TYPE) + len(tail)
     body = slot - fixed
     for _ in range(4):  # the size fields' own length decides the body's: a fixed point in one or two steps
-        fitted = slot - fixed - 2 * len(_i32(1, body))
+        fitted = slot - fixed - 2 * len(i32_field(1, body))
         if fitted == body:
             break
         body = fitted
-    size = _i32(1, body)
+    size = i32_field(1, body)
     header = _V2_TYPE + size + size + tail
     if body < len(levels) or len(header) + body != slot:
         return None
     return header + levels
 
 
-_V2_TYPE = _i32(1, _DATA_PAGE_V2)
+_V2_TYPE = i32_field(1, _DATA_PAGE_V2)
 
 
 @lru_cache(maxsize=256)
 def _null_page_parts(rows: int) -> tuple[bytes, bytes]:
     """The definition levels of a page of ``rows`` nulls, and its header after the two page sizes."""
-    levels = _uvarint(rows << 1) + b"\x00"  # one RLE run of ``rows`` definition levels 0 (bit width 1)
-    v2 = (_i32(1, rows) + _i32(1, rows) + _i32(1, rows) + _i32(1, 0) + _i32(1, len(levels)) + _i32(1, 0)
+    levels = uvarint(rows << 1) + b"\x00"  # one RLE run of ``rows`` definition levels 0 (bit width 1)
+    v2 = (i32_field(1, rows) + i32_field(1, rows) + i32_field(1, rows) + i32_field(1, 0) + i32_field(1, len(levels)) + i32_field(1, 0)
           + bytes([(1 << 4) | 2]) + b"\x00")  # num_values, num_nulls, num_rows, PLAIN, level lengths, not compressed
     return levels, bytes([(5 << 4) | 12]) + v2 + b"\x00"

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 
+from lakefmt.thrift_compact import Truncated, skip, varint
+
 MAGIC = b"PAR1"
 TAIL_BYTES = 64 * 1024  # read at once from the end of a file; a larger footer takes a second read
 _I64_FIELD_3 = 0x16  # field header: id delta 1, type i64 (compact protocol)
@@ -60,11 +62,11 @@ def footer_prefix(footer: bytes) -> bytes | None:
     with fields 1 (``version``) and 2 (``schema``) followed by 3 (``num_rows``)."""
     try:
         pos = _field(footer, 0, 0x15)  # version: i32
-        pos = _skip(footer, pos, 5)
+        pos = skip(footer, pos, 5)
         pos = _field(footer, pos, 0x19)  # schema: list<SchemaElement>
-        end = _skip(footer, pos, 9)
+        end = skip(footer, pos, 9)
         _field(footer, end, _I64_FIELD_3)
-    except (_Malformed, IndexError):
+    except (_Malformed, Truncated, IndexError, ValueError):
         return None
     return footer[:end]
 
@@ -74,8 +76,8 @@ def rows_after_prefix(footer: bytes, prefix: bytes) -> int | None:
     if not footer.startswith(prefix):
         return None
     try:
-        value, _ = _varint(footer, _field(footer, len(prefix), _I64_FIELD_3))
-    except (_Malformed, IndexError):
+        value, _ = varint(footer, _field(footer, len(prefix), _I64_FIELD_3))
+    except (_Malformed, Truncated, IndexError, ValueError):
         return None
     return (value >> 1) ^ -(value & 1)
 
@@ -84,60 +86,3 @@ def _field(data: bytes, pos: int, header: int) -> int:
     if data[pos] != header:
         raise _Malformed
     return pos + 1
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise _Malformed
-
-
-def _skip(data: bytes, pos: int, kind: int) -> int:
-    """The position after a value of compact type ``kind`` starting at ``pos``."""
-    if kind in (1, 2):  # a boolean field carries its value in its header
-        return pos
-    if kind == 3:
-        return pos + 1
-    if kind in (4, 5, 6):
-        return _varint(data, pos)[1]
-    if kind == 7:
-        return pos + 8
-    if kind == 8:
-        length, pos = _varint(data, pos)
-        return pos + length
-    if kind in (9, 10):
-        head = data[pos]
-        pos += 1
-        count, element = head >> 4, head & 0x0F
-        if count == 15:
-            count, pos = _varint(data, pos)
-        for _ in range(count):
-            pos = pos + 1 if element in (1, 2) else _skip(data, pos, element)
-        return pos
-    if kind == 11:
-        count, pos = _varint(data, pos)
-        if count == 0:
-            return pos
-        types = data[pos]
-        pos += 1
-        for _ in range(count):
-            pos = _skip(data, pos, types >> 4)
-            pos = _skip(data, pos, types & 0x0F)
-        return pos
-    if kind == 12:
-        while True:
-            head = data[pos]
-            pos += 1
-            if head == 0:
-                return pos
-            if head >> 4 == 0:
-                pos = _varint(data, pos)[1]  # a field id of its own (zigzag i16)
-            pos = _skip(data, pos, head & 0x0F)
-    raise _Malformed

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -77,6 +79,22 @@ def test_shared_commit_conflict_drops_only_the_group_that_lost_its_files(local_c
     assert Leases(local_catalog).live(t.metadata.table_uuid, LEASE_KIND) == []  # released when the run ended
 
 
+@contextmanager
+def sessions_counted(t, opened: list[str]) -> Iterator[None]:
+    """The very same catalog, each catalog session it opens counted in ``opened``."""
+    session = t.catalog.session
+
+    def counted(*args, **kwargs):
+        opened.append("session")
+        return session(*args, **kwargs)
+
+    t.catalog.session = counted
+    try:
+        yield
+    finally:
+        del t.catalog.session
+
+
 def test_leases_a_commit_completes_are_released_in_its_own_session(local_catalog):
     """COMPACT-22: the leases of the partitions a commit completes are deleted in the catalog session
     of that commit, after its swap: a run of small partitions opens no catalog session after the
@@ -84,21 +102,13 @@ def test_leases_a_commit_completes_are_released_in_its_own_session(local_catalog
     t = small_files_table(local_catalog)
     before = t.scan().to_arrow()
     opened: list[str] = []
-    session = t.catalog.session
-
-    def counted(*args, **kwargs):
-        opened.append("session")
-        return session(*args, **kwargs)
 
     def mark(point, info):
         if point == "before-commit" and "commit" not in opened:
             opened.append("commit")
 
-    t.catalog.session = counted  # the very same catalog, its sessions counted
-    try:
+    with sessions_counted(t, opened):
         result = t.compaction.run("binpack", min_age_seconds=0, hook=mark)
-    finally:
-        del t.catalog.session
     assert result.groups_committed == 3 and len(result.snapshot_ids) == 1
     assert opened[opened.index("commit"):] == ["commit", "session"]  # the commit's, and none after it
     assert Leases(local_catalog).live(t.metadata.table_uuid, LEASE_KIND) == []
@@ -112,17 +122,8 @@ def test_run_reads_the_pointer_and_takes_its_write_lease_in_one_session(local_ca
     t = small_files_table(local_catalog)
     before = t.scan().to_arrow()
     opened: list[str] = []
-    session = t.catalog.session
-
-    def counted(*args, **kwargs):
-        opened.append("session")
-        return session(*args, **kwargs)
-
-    t.catalog.session = counted  # the very same catalog, its sessions counted
-    try:
+    with sessions_counted(t, opened):
         result = t.compaction.run("binpack", min_age_seconds=0)
-    finally:
-        del t.catalog.session
     assert result.groups_committed == 3 and len(result.snapshot_ids) == 1
     assert len(opened) == 3
     token = t.write_token()  # the run's lease, still live: no new one is taken
