@@ -42,7 +42,7 @@ from typing import Any
 from lakefmt.expressions import AlwaysFalse, AlwaysTrue, And, BoundPredicate, Expression, Not, Or
 from lakefmt.types import LakeType
 
-__all__ = ["FILTER_TYPES", "SQL_TYPES", "quote_identifier", "to_duckdb_sql"]
+__all__ = ["FILTER_TYPES", "SQL_TYPES", "has_glob", "quote_identifier", "to_duckdb_sql"]
 
 # The lakefmt types whose values DuckDB reads from Parquet, compares and hands to Arrow as they are.
 SQL_TYPES = frozenset({"boolean", "int", "long", "float", "double", "decimal", "date", "time", "timestamp",
@@ -56,6 +56,14 @@ _EPOCH = dt.datetime(1970, 1, 1)
 
 class _Untranslatable(Exception):
     """A part of the filter without an exact translation."""
+
+
+_GLOB = frozenset("*?[]{}")
+
+
+def has_glob(path: str) -> bool:
+    """Whether DuckDB's ``read_parquet`` would read ``path`` as a glob pattern rather than one file."""
+    return not _GLOB.isdisjoint(path)
 
 
 def quote_identifier(name: str) -> str:

@@ -41,6 +41,7 @@ from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.schema import Schema, arrow_field_id
+from lakefmt.sql_filters import has_glob
 
 SMALL_INPUT_BYTES = 128 * 1024  # mean input size at most this; larger files are read file by file
 MIN_INPUTS = 8  # fewer inputs: the per-file setup saved is not worth a second reader
@@ -68,7 +69,7 @@ def read_small_inputs(io: FileIO, location: str, schema: Schema, files: Sequence
         return None
     root = io.fs_path(location)
     paths = [f"{root}/{f.path}" for f in files]  # relative paths from manifests: no "..", nothing to normalize
-    if any(c in p for p in paths for c in "*?[]{}"):
+    if any(map(has_glob, paths)):
         return None  # DuckDB would read a path with glob characters as a pattern
     if not _footers_match(paths, files, target):
         return None

@@ -30,6 +30,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.sql_filters import has_glob
+
 MASK64 = (1 << 64) - 1
 _local = threading.local()
 _base_lock = threading.Lock()
@@ -143,7 +145,7 @@ def parquet_checksum(path: str, schema: pa.Schema) -> Checksum | None:
     example a decimal wider than 38 digits), so the digests could not be compared:
     the caller must then read the file itself.
     """
-    if not schema.names or any(c in path for c in "*?[]{}"):
+    if not schema.names or has_glob(path):
         return None  # DuckDB would read a path with glob characters as a pattern
     con = thread_connection()
     arrow_side = con.from_arrow(_hashable(schema.empty_table()))
