@@ -211,7 +211,7 @@ class DataScan:
             return matched
         if reader.metrics is not None and len(tasks) > 1:  # filtered: evaluated a batch of files at once (READ-16)
             tables = read_filtered(reader, files, READ_THREADS)
-        elif reader.metrics is None and reader.local and len(tasks) >= fragment_scan.MIN_FILES and schema:
+        elif reader.metrics is None and reader.local and len(tasks) >= fragment_scan.MIN_FILES:
             tables = fragment_scan.read_unfiltered(reader, tasks, READ_THREADS)  # READ-6, READ-12, READ-14
         else:
             tables = thread_map(lambda task: _read_with(reader, task), tasks, READ_THREADS)
