@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt import deletion_vectors as dv
+from lakefmt.arrow_values import empty_table
 from lakefmt.errors import FilterError, ValidationError
 from lakefmt.evaluators import row_mask
 from lakefmt.expressions import (
@@ -239,7 +240,7 @@ class MergeBuilder:
                   "lakefmt.rows-inserted": str(inserted)}
         if self._operation == "upsert":
             del counts["lakefmt.rows-deleted"]
-        new_rows = pa.concat_tables(new_parts) if new_parts else schema.to_arrow().empty_table()
+        new_rows = pa.concat_tables(new_parts) if new_parts else empty_table(schema.to_arrow())
         snapshot = commit_rows(table, deletes, new_rows, operation="overwrite", summary={**self._summary, **counts},
                                planned_snapshot_id=matches.snapshot_id, conflict_filter=conflict_filter,
                                updated=matches.positions(pairs.take(updated_pairs)))

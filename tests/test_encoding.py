@@ -173,3 +173,51 @@ def test_fast_zstd_level_only_for_columns_it_stores_as_small(local_catalog):
     chosen_sizes, level3_sizes = sizes
     assert chosen_sizes["hexish"] < level3_sizes["hexish"]
     assert chosen_sizes["blocks"] == level3_sizes["blocks"]
+
+
+def test_trial_write_takes_a_few_pages_of_a_wide_column(monkeypatch):
+    """WRITE-7, WRITE-12: the trial write takes each column's first rows up to TRIAL_PAGES pages of
+    the file's page size; a column of 200-byte strings is tried on 4,096 of the 16,384 sampled rows
+    at 256 KiB pages, a column of doubles on all of them, and the choice is the one the whole
+    sample gives."""
+    # spec: WRITE-7, WRITE-12
+    import random
+
+    from lakefmt import encoding
+
+    rng = random.Random(5)
+    rows = 40_000
+    data = pa.table({
+        "wide": pa.array([f"{rng.getrandbits(800):0200x}" for _ in range(rows)]),  # random hex: level 1 as small
+        "noise": pa.array([rng.random() for _ in range(rows)], pa.float64()),  # ZSTD saves ~5%: uncompressed
+        "kind": pa.array(["a", "b"] * (rows // 2)),
+    })
+    tried: list[dict[str, int]] = []
+    write_table = pq.write_table
+
+    def record(table: pa.Table, *args: object, **kwargs: object) -> None:
+        tried.append({name: table.num_rows for name in table.column_names})
+        write_table(table, *args, **kwargs)
+
+    monkeypatch.setattr(encoding.pq, "write_table", record)
+    enc = choose_encodings(data, 3, 0.1, 256 * 1024)
+    trials = [t for t in tried if "kind" not in t]  # leaf_paths writes the whole (empty) schema
+    assert {name: n for t in trials for name, n in t.items()} == {"wide": 4096, "noise": 16_384}
+    assert enc.compression == {"wide": "zstd", "noise": "none", "kind": "zstd"} and enc.fast == ("wide",)
+    monkeypatch.setattr(encoding, "TRIAL_PAGES", 1_000)  # the whole sample of every column
+    assert choose_encodings(data, 3, 0.1, 256 * 1024) == enc
+
+
+def test_a_shared_choice_measures_when_its_rows_together_are_enough():
+    """WRITE-7, COMPACT-16: a choice shared by writes of 60,000 rows in all makes the trial write
+    from a first file of 12,000 rows; the same file alone, or a share of too few rows, does not."""
+    # spec: WRITE-7, WRITE-12, COMPACT-16
+    from lakefmt.encoding import MEASURE_MIN_ROWS, SharedChoice
+
+    first = _fast_and_slow_columns(12_000)
+    assert first.num_rows < MEASURE_MIN_ROWS <= 60_000
+    assert choose_encodings(first, 3).fast == ()
+    assert SharedChoice(rows=20_000).choose(first, 3).fast == ()
+    shared = SharedChoice(rows=60_000)
+    assert shared.choose(first, 3).fast == ("hexish",)
+    assert shared.choose(_fast_and_slow_columns(5_000), 3) is shared.choose(first, 3)

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.arrow_values import empty_table
 from lakefmt.sorting import sort_indices
 
 SortKeys = Sequence[tuple[str, str, str]]
@@ -37,7 +38,7 @@ class _Run:
     def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> None:
         self._batches = batches
         self._schema = schema
-        self.buffer: pa.Table = schema.empty_table()
+        self.buffer: pa.Table = empty_table(schema)
         self.exhausted = False
 
     def fill(self, min_rows: int) -> None:
@@ -58,7 +59,7 @@ class _Run:
             self.buffer = parts[0]
 
     def take_all(self) -> pa.Table:
-        out, self.buffer = self.buffer, self._schema.empty_table()
+        out, self.buffer = self.buffer, empty_table(self._schema)
         return out
 
 

@@ -225,7 +225,9 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
         # Its rewrites will read with DuckDB (COMPACT-38): its database starts while the leases are taken.
         threading.Thread(target=warm_up, name="lakefmt-compact-warm-up", daemon=True).start()
     pacer = Pacer(TokenBucket.from_mb_per_s(plan.options.read_mb_per_s), should_pause)
-    encodings = SharedChoice()  # every output of the run, the first one's choice (WRITE-11, COMPACT-16)
+    # Every output of the run, the first one's choice, measured by a trial write if the run is
+    # large enough as a whole (WRITE-7, WRITE-11, COMPACT-16).
+    encodings = SharedChoice(rows=sum(f.live_record_count for g in plan.groups for f in g.files))
     leases = PartitionLeases(table, owner=owner or default_owner(), ttl=plan.options.lease_seconds,
                              enabled=use_leases)
     results: list[GroupResult] = []

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.arrow_values import empty_table
 from lakefmt.compaction.group_keys import GroupKey
 
 TUPLE_LIMIT = 1 << 20  # distinct combinations of key values counted exactly
@@ -88,7 +89,7 @@ def gathered(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     held twice: only one piece is (not the whole group, as concatenating a column would).
     """
     if not tables:
-        return schema.empty_table()
+        return empty_table(schema)
     dictionary = [all(pa.types.is_dictionary(t.schema.field(i).type) for t in tables) for i in range(len(schema))]
     target = pa.schema([tables[0].schema.field(i) if dictionary[i] else schema.field(i) for i in range(len(schema))])
     conformed = [t if t.schema.equals(target) else t.cast(target) for t in tables]

@@ -30,6 +30,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefmt.arrow_values import empty_table
 from lakefmt.sql_filters import has_glob
 
 MASK64 = (1 << 64) - 1
@@ -148,7 +149,7 @@ def parquet_checksum(path: str, schema: pa.Schema) -> Checksum | None:
     if not schema.names or has_glob(path):
         return None  # DuckDB would read a path with glob characters as a pattern
     con = thread_connection()
-    arrow_side = con.from_arrow(_hashable(schema.empty_table()))
+    arrow_side = con.from_arrow(_hashable(empty_table(schema)))
     file_side = con.read_parquet(path, hive_partitioning=False)
     if [str(t) for t in file_side.types] != [str(t) for t in arrow_side.types] or \
             file_side.columns != list(schema.names):

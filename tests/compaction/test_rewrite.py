@@ -384,3 +384,34 @@ def test_binpack_outputs_keep_the_tables_row_group_size(local_catalog):
     t.compaction.run("binpack", min_age_seconds=0)
     sizes = [pq.read_metadata(task.location).row_group(0).num_rows for task in t.scan().plan().tasks]
     assert sizes and all(n == 2000 for n in sizes)
+
+
+def test_a_run_of_small_groups_measures_compression_as_a_whole(local_catalog):
+    """WRITE-7, COMPACT-16: three partitions of 12,000 rows, each below the rows that make a trial
+    write, together pass them: every output stores the random doubles uncompressed, which a
+    12,000-row append does not; the rows are unchanged."""
+    # spec: WRITE-7, COMPACT-16
+    import random
+
+    rng = random.Random(11)
+    schema = pa.schema([("p", pa.int32()), ("noise", pa.float64())])
+    t = local_catalog.create_table("db.small_groups", schema, partition_by=["p"])
+    for _ in range(3):
+        for p in range(3):
+            t.append(pa.table({"p": pa.array([p] * 4000, pa.int32()),
+                               "noise": pa.array([rng.random() for _ in range(4000)], pa.float64())}))
+    before = t.scan().to_arrow()
+
+    def codecs() -> set[str]:
+        return {pq.ParquetFile(f"{t.location}/{f.path}").metadata.row_group(0).column(1).compression
+                for f in t.plan_files()}
+
+    assert codecs() == {"ZSTD"}  # appends of 4,000 rows: no trial write
+    result = t.compaction.run("binpack", min_age_seconds=0, min_input_files=2)
+    assert result.groups_committed == 3 and result.files_written == 3 and result.rows_rewritten == 36_000
+    assert codecs() == {"UNCOMPRESSED"}
+    assert rows(t.scan().to_arrow()) == rows(before)
+    single = local_catalog.create_table("db.one_group", schema)
+    single.append(before.slice(0, 12_000))
+    (f,) = single.plan_files()
+    assert pq.ParquetFile(f"{single.location}/{f.path}").metadata.row_group(0).column(1).compression == "ZSTD"
