@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from lakefmt.compaction.leasing import PartitionLeases
 from lakefmt.compaction.manifests import planning_seconds, rewrite_manifests
 from lakefmt.compaction.options import (
     COMPACTION_PROPERTIES,
@@ -47,13 +48,26 @@ from lakefmt.compaction.planner import (
 )
 from lakefmt.compaction.results import CompactionResult, GroupResult, ManifestRewriteResult
 from lakefmt.compaction.rewrite import RewriteResult, RewriteTask, rewrite_group
-from lakefmt.compaction.runner import Progress, Rewriter, plan_table, resolve_engine, run_plan
+from lakefmt.compaction.runner import (
+    Progress,
+    Rewriter,
+    default_owner,
+    first_lease_keys,
+    plan_table,
+    resolve_engine,
+    run_plan,
+)
 from lakefmt.compaction.verify import Checksum, checksum
 from lakefmt.errors import LakefmtError, ValidationError
 from lakefmt.expressions import Expression
 
 if TYPE_CHECKING:
+    from lakefmt.catalog import CatalogSession
     from lakefmt.table import Table
+
+# How long the planning session waits for the plan to take the first partitions' leases:
+# about what a catalog session of their own costs (COMPACT-39).
+PLAN_WAIT_SECONDS = 0.01
 
 __all__ = [
     "COMPACTION_PROPERTIES",
@@ -156,14 +170,20 @@ class Compaction:
         """
         rewriter = resolve_engine(engine, self.table, **({"spark": spark} if spark is not None else {}))
         opts = self.options(**options)
+        leases = PartitionLeases(self.table, owner=owner or default_owner(), ttl=opts.lease_seconds,
+                                 enabled=use_leases)
         if respect_windows and QuietWindows.parse(opts.quiet_windows).contains():
             plan = CompactionPlan(strategy, opts, (), int(time.time() * 1000))  # not even planned (COMPACT-26)
         else:
-            plan = _plan_with_write_lease(self.table, opts, strategy=strategy, sort_by=sort_by, columns=columns,
-                                          filter=filter)
+            try:
+                plan = _plan_with_write_lease(
+                    self.table, opts, strategy=strategy, sort_by=sort_by, columns=columns, filter=filter,
+                    take_leases=lambda s, planned: leases.take_in(s, first_lease_keys(self.table, planned)))
+            except BaseException:
+                leases.close()  # any taken early
+                raise
         return run_plan(self.table, plan, respect_windows=respect_windows, should_pause=should_pause,
-                        progress=progress, hook=hook, use_leases=use_leases, owner=owner, rewriter=rewriter,
-                        should_stop=should_stop)
+                        progress=progress, hook=hook, rewriter=rewriter, should_stop=should_stop, leases=leases)
 
     def rewrite_manifests(self, *, target_size: int | None = None,
                           probe_filter: str | Expression | None = None) -> ManifestRewriteResult:
@@ -171,18 +191,27 @@ class Compaction:
         return rewrite_manifests(self.table, target_size=target_size, probe_filter=probe_filter)
 
 
-def _plan_with_write_lease(table: Table, opts: CompactionOptions, **kwargs: Any) -> CompactionPlan:
+def _plan_with_write_lease(table: Table, opts: CompactionOptions, *,
+                           take_leases: Callable[[CatalogSession, CompactionPlan], object] | None = None,
+                           **kwargs: Any) -> CompactionPlan:
     """Plan the table's current snapshot while, on a thread, one catalog session reads the table's
     pointer and takes the run's write lease (CAT-10), which :func:`run_plan` then holds.
 
     Planning starts on the handle's metadata; if the pointer read shows that it was stale, the
     table is refreshed and planned again. One session instead of a refresh and a lease of their
     own: a session costs about 2.5 ms of CPU, and this one waits on the disk while planning runs.
-    If the lease cannot be taken here, run_plan's own attempt raises the error.
+    If the lease cannot be taken here, run_plan's own attempt raises the error. When the plan
+    of the current metadata is ready within :data:`PLAN_WAIT_SECONDS` of that work, the same
+    session calls ``take_leases(session, plan)`` (the first partitions' leases, COMPACT-37): a
+    small run then starts rewriting without another session; a longer plan does not keep the
+    catalog locked, and its leases are taken when its partitions start.
     """
     found: list[str] = []
     failed: list[BaseException] = []
+    planned_now: list[CompactionPlan] = []
+    ready = threading.Event()
     namespace, name = table.identifier
+    planned = table.metadata_location
 
     def locate_and_lease() -> None:
         try:
@@ -190,18 +219,20 @@ def _plan_with_write_lease(table: Table, opts: CompactionOptions, **kwargs: Any)
                 found.append(s.current_location(namespace, name))
                 with contextlib.suppress(Exception):
                     table.write_token_in(s)
+                if take_leases is not None and found[0] == planned and ready.wait(PLAN_WAIT_SECONDS) and planned_now:
+                    take_leases(s, planned_now[0])
         except BaseException as exc:  # noqa: BLE001 - raised on the caller's thread below
             failed.append(exc)
 
     leasing = threading.Thread(target=locate_and_lease, name="lakefmt-compact-write-lease", daemon=True)
     leasing.start()
-    planned = table.metadata_location
     error: LakefmtError | None = None
     try:
-        plan = plan_table(table, opts, **kwargs)
+        planned_now.append(plan_table(table, opts, **kwargs))
     except LakefmtError as exc:  # say, a stale snapshot's manifests expired: raised below if the handle is current
         error = exc
     finally:
+        ready.set()
         leasing.join()
     if failed:
         raise failed[0]
@@ -210,4 +241,4 @@ def _plan_with_write_lease(table: Table, opts: CompactionOptions, **kwargs: Any)
         return plan_table(table, opts, **kwargs)
     if error is not None:
         raise error
-    return plan
+    return planned_now[0]

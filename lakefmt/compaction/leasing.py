@@ -82,6 +82,17 @@ class PartitionLeases:
 
         return self._refresh(take)
 
+    def take_in(self, s: CatalogSession, keys: Sequence[str]) -> None:
+        """Take ``keys``' leases, all or none (COMPACT-23, COMPACT-37), in the open session ``s``
+        (the one that read the pointer for planning, COMPACT-39): their partitions then start
+        without a session. If one is held by another owner, none is taken here."""
+        wanted = [k for k in dict.fromkeys(keys) if k not in self._taken_at]
+        if not self.enabled or not wanted:
+            return
+        now = time.monotonic()
+        if acquire_in_session(s, self.table.metadata.table_uuid, LEASE_KIND, wanted, owner=self.owner, ttl=self.ttl):
+            self._taken_at.update(dict.fromkeys(wanted, now))
+
     def _read_location(self, s: CatalogSession) -> str:
         namespace, name = self.table.identifier
         return s.current_location(namespace, name)

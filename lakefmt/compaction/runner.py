@@ -177,6 +177,16 @@ def plan_table(table: Table, options: CompactionOptions, *, strategy: Strategy, 
                    zorder_columns=zcols, planning_seconds=time.perf_counter() - started)
 
 
+def first_lease_keys(table: Table, plan: CompactionPlan) -> list[str]:
+    """The leases :func:`run_plan` takes first: the first partition's with those it takes
+    ahead (COMPACT-37); a caller may take them early, in a session it opens anyway (COMPACT-39)."""
+    queue = [p for p in plan.partitions if p.groups]
+    if not queue:
+        return []
+    first, rest = queue[0], queue[1:]
+    return [lease_key(table.metadata, p.spec_id, p.partition) for p in (first, *_sharing_commits(first, rest, plan))]
+
+
 def make_task(table: Table, plan: CompactionPlan, group: FileGroup) -> RewriteTask:
     """The plain-data description of one group's rewrite (what a Spark task would receive)."""
     meta = table.metadata
@@ -202,24 +212,31 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
              should_pause: Callable[[], float] | None = None, progress: Progress | None = None,
              hook: Hook | None = None, use_leases: bool = True, owner: str | None = None,
              clock: Callable[[], datetime] | None = None, rewriter: Rewriter | None = None,
-             should_stop: Callable[[], bool] | None = None) -> CompactionResult:
+             should_stop: Callable[[], bool] | None = None, leases: PartitionLeases | None = None
+             ) -> CompactionResult:
     """Execute ``plan``: rewrite, verify and commit group by group (COMPACT-18..COMPACT-28).
 
     ``rewriter`` runs one group's rewrite elsewhere (for example as a Spark task); the read
     budget is then charged per group, before it starts, and ``hook`` sees only ``"before-commit"``.
     ``should_stop`` is asked before each partition starts; once it returns True no further
     partition starts, groups already running finish and commit, and the groups not started
-    are reported ``stopped`` (COMPACT-31).
+    are reported ``stopped`` (COMPACT-31). ``leases`` are the run's partition leases when the
+    caller made them (and took some early, :func:`first_lease_keys`); ``use_leases`` and
+    ``owner`` then do not apply. Every lease is released before the run returns.
     """
     started = time.perf_counter()
     now = clock or (lambda: datetime.now(timezone.utc))
     windows = QuietWindows.parse(plan.options.quiet_windows)
     files_before, bytes_before = _totals(table.metadata)
     total = len(plan.groups)
-    if respect_windows and windows.contains(now()):
-        return _result(table, plan, [], started, files_before, bytes_before, status="quiet-window")
-    if total == 0:
-        return _result(table, plan, [], started, files_before, bytes_before, status="nothing-to-do")
+    if leases is None:
+        leases = PartitionLeases(table, owner=owner or default_owner(), ttl=plan.options.lease_seconds,
+                                 enabled=use_leases)
+    quiet = respect_windows and windows.contains(now())
+    if quiet or total == 0:
+        leases.close()  # those taken early (COMPACT-37: deleted at the latest when the run ends)
+        return _result(table, plan, [], started, files_before, bytes_before,
+                       status="quiet-window" if quiet else "nothing-to-do")
     if rewriter is None and plan.strategy == "binpack" and any(
             one_pass_candidate(table.io.scheme, g.files) for g in plan.groups):
         # Its rewrites will read with DuckDB (COMPACT-38): its database starts while the leases are taken.
@@ -228,8 +245,6 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
     # Every output of the run, the first one's choice, measured by a trial write if the run is
     # large enough as a whole (WRITE-7, WRITE-11, COMPACT-16).
     encodings = SharedChoice(rows=sum(f.live_record_count for g in plan.groups for f in g.files))
-    leases = PartitionLeases(table, owner=owner or default_owner(), ttl=plan.options.lease_seconds,
-                             enabled=use_leases)
     results: list[GroupResult] = []
     held: dict[str, int] = {}  # lease key -> groups still running
     running: dict[Future[RewriteResult], tuple[FileGroup, str]] = {}

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from lakefmt.compaction import QuietWindows, TokenBucket
-from lakefmt.compaction.leasing import LEASE_KIND
+from lakefmt.compaction.leasing import LEASE_KIND, PartitionLeases
 from lakefmt.compaction.manifests import planning_seconds
 from lakefmt.compaction.runner import lease_key, plan_table, run_plan
 from lakefmt.errors import ValidationError
@@ -115,17 +115,21 @@ def test_leases_a_commit_completes_are_released_in_its_own_session(local_catalog
     assert rows(t.scan().to_arrow()) == rows(before)
 
 
-def test_run_reads_the_pointer_and_takes_its_write_lease_in_one_session(local_catalog):
-    """COMPACT-39, CAT-10: a run of small partitions opens three catalog sessions: the pointer read
-    with the run's write lease, the partition leases, and the commit (which releases them)."""
+def test_run_reads_the_pointer_and_takes_its_write_lease_in_one_session(local_catalog, monkeypatch):
+    """COMPACT-39, COMPACT-37, CAT-10: a run of small partitions opens two catalog sessions: the
+    pointer read with the run's write lease and, once the plan is ready, every partition lease;
+    then the commit (which releases them)."""
     # spec: COMPACT-39, COMPACT-37, CAT-10
+    import lakefmt.compaction
+
+    monkeypatch.setattr(lakefmt.compaction, "PLAN_WAIT_SECONDS", 60.0)  # a loaded machine plans late
     t = small_files_table(local_catalog)
     before = t.scan().to_arrow()
     opened: list[str] = []
     with sessions_counted(t, opened):
         result = t.compaction.run("binpack", min_age_seconds=0)
     assert result.groups_committed == 3 and len(result.snapshot_ids) == 1
-    assert len(opened) == 3
+    assert len(opened) == 2
     token = t.write_token()  # the run's lease, still live: no new one is taken
     assert [x.key for x in Leases(local_catalog).live(t.metadata.table_uuid, "write")] == [token]
     assert Leases(local_catalog).live(t.metadata.table_uuid, LEASE_KIND) == []
@@ -403,6 +407,30 @@ def test_should_stop_starts_no_further_partition_and_releases_leases(local_catal
     assert rows(t.refresh().scan().to_arrow()) == rows(before) and t.check().ok
     again = t.compaction.run("binpack", min_age_seconds=0)
     assert again.groups_committed == 1 and again.status == "done"
+
+
+def test_leases_taken_while_planning_are_released_when_no_partition_starts(local_catalog, monkeypatch):
+    """COMPACT-37, COMPACT-31: the partition leases taken in the planning session (COMPACT-39) are
+    released when the run stops before its first partition; another compactor then takes them."""
+    # spec: COMPACT-37, COMPACT-31, COMPACT-39
+    import lakefmt.compaction
+
+    monkeypatch.setattr(lakefmt.compaction, "PLAN_WAIT_SECONDS", 60.0)
+    t = small_files_table(local_catalog)
+    taken: list[list[str]] = []
+    take_in = PartitionLeases.take_in
+
+    def recorded(self: PartitionLeases, s: object, keys: list[str]) -> None:
+        take_in(self, s, keys)
+        taken.append(sorted(self._taken_at))
+
+    monkeypatch.setattr(PartitionLeases, "take_in", recorded)
+    result = t.compaction.run("binpack", min_age_seconds=0, should_stop=lambda: True)
+    assert len(taken) == 1 and len(taken[0]) == 3  # every partition's lease, in the planning session
+    assert result.status == "stopped" and result.groups_committed == 0 and result.groups_skipped == 3
+    assert Leases(local_catalog).live(t.metadata.table_uuid, LEASE_KIND) == []
+    other = t.catalog.load_table(".".join(t.identifier))
+    assert other.compaction.run("binpack", min_age_seconds=0, owner="compactor:b").groups_committed == 3
 
 
 def test_plan_reports_each_partitions_ingest_time(local_catalog):
