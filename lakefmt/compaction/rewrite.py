@@ -69,9 +69,10 @@ from lakefmt.compaction.merge import merge_sorted
 from lakefmt.compaction.options import SORT_MEMORY_BYTES, Strategy
 from lakefmt.compaction.ranks import sort_indices
 from lakefmt.compaction.reader import DEFAULT_BATCH_ROWS, iter_batches, live_rows
+from lakefmt.compaction.sink import Concatenated, Hashed, Sink
 from lakefmt.compaction.small_inputs import OnePassError, read_small_inputs
 from lakefmt.compaction.spill import gathered, plan_spill, spill_sorted, take_slices
-from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, checksum, holds_parts, parquet_checksum
+from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, parquet_checksum
 from lakefmt.compaction.zorder import zorder_indices
 from lakefmt.encoding import SharedChoice
 from lakefmt.errors import ChecksumMismatchError, CompactionError
@@ -79,12 +80,11 @@ from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.partitioning import PartitionSpec
 from lakefmt.schema import Schema
-from lakefmt.write import RollingFileWriter, WriteOptions, plain_schema
+from lakefmt.write import RollingFileWriter, WriteOptions
 
 Method = Literal["stream", "merge", "memory-sort", "zorder", "spill-sort", "spill-zorder"]
 Hook = Callable[[str, dict[str, Any]], None]
 MAX_MERGE_INPUTS = 512  # open files of one streaming merge; more inputs are sorted in memory
-FLUSH_BYTES = 64 * 1024 * 1024
 SINK_ROWS = 131_072  # fewest rows handed to the writer at once (it splits them into row groups)
 SPILL_BATCH_ROWS = 65_536  # rows read and routed at once by a spilled sort (COMPACT-36)
 MAX_SPILL_RANGES = 256  # key ranges (open spill files) of one spilled sort at most
@@ -165,12 +165,12 @@ def _rewrite(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | No
     writer = RollingFileWriter(io, task.location, task.schema, task.spec, task.partition, task.write_options,
                                sort_order_id=task.output_sort_order_id, sync=sync)
     # Bin-pack hands the writer the arrays it read, only concatenated: that is checked array by
-    # array (_Concatenated), so its rows are hashed only to compare them with decoded outputs (COMPACT-17).
+    # array (Concatenated), so its rows are hashed only to compare them with decoded outputs (COMPACT-17).
     binpack = task.strategy == "binpack"
     inputs = RowChecksum(hashing=task.read_back or (task.verify and not binpack))
-    written: _Concatenated | _Hashed = _Concatenated(task.group_id) if binpack else _Hashed()
+    written: Concatenated | Hashed = Concatenated(task.group_id) if binpack else Hashed()
     try:
-        sink = _Sink(writer, max(task.write_options.row_group_rows, SINK_ROWS), written if task.verify else None,
+        sink = Sink(writer, max(task.write_options.row_group_rows, SINK_ROWS), written if task.verify else None,
                      encodings)
         counts: dict[str, int] = {}  # rows read from each input without a vector
         method = _write_rows(io, task, sink, inputs, throttle, counts, one_pass)
@@ -200,7 +200,7 @@ def _rewrite(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | No
         deleted_rows=sum(f.deleted_record_count for f in task.files))
 
 
-def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
+def _write_rows(io: FileIO, task: RewriteTask, sink: Sink, inputs: RowChecksum,
                 throttle: Callable[[int], None] | None, counts: dict[str, int], one_pass: bool) -> Method:
     if task.strategy == "binpack":
         batches = read_small_inputs(io, task.location, task.schema, task.files, batch_rows=DEFAULT_BATCH_ROWS,
@@ -240,7 +240,7 @@ def _write_rows(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
     return "zorder" if task.strategy == "zorder" else "memory-sort"
 
 
-def _spilled(io: FileIO, task: RewriteTask, sink: _Sink, inputs: RowChecksum,
+def _spilled(io: FileIO, task: RewriteTask, sink: Sink, inputs: RowChecksum,
              throttle: Callable[[int], None] | None, counts: dict[str, int]) -> Method | None:
     """Sort or Z-order a group too large for ``task.sort_memory_bytes`` in key ranges spilled to
     local disk (COMPACT-36, :mod:`lakefmt.compaction.spill`); None when it fits in memory, or when
@@ -393,97 +393,3 @@ def _decoded(io: FileIO, task: RewriteTask, outputs: tuple[DataFile, ...],
 
 def _abs(task: RewriteTask, f: DataFile) -> str:
     return f"{task.location}/{f.path}"
-
-
-class _Sink:
-    """Buffers small batches so the writer sees chunks of about a row group (few, full row groups).
-
-    The writer chooses the output encodings from the first chunk (WRITE-7), so that
-    chunk is a whole row group's worth of rows, not one small input's; with ``shared``
-    the first chunk of the run's first output chooses them for every output (WRITE-11, COMPACT-16).
-    """
-
-    def __init__(self, writer: RollingFileWriter, row_group_rows: int,
-                 check: _Concatenated | _Hashed | None = None, shared: SharedChoice | None = None) -> None:
-        self.writer = writer
-        self.check = check
-        self.shared = shared
-        self.flush_rows = max(1, row_group_rows)
-        self._parts: list[pa.Table] = []
-        self._rows = 0
-        self._bytes = 0
-
-    def write(self, data: pa.Table | pa.RecordBatch) -> None:
-        table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
-        if table.num_rows == 0:
-            return
-        self._parts.append(table)
-        self._rows += table.num_rows
-        self._bytes += table.nbytes
-        if self._rows >= self.flush_rows or self._bytes >= FLUSH_BYTES:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self._parts:
-            return
-        parts = self._parts
-        table = _concat(parts)
-        self._parts, self._rows, self._bytes = [], 0, 0
-        if self.check is not None:
-            self.check.add(parts, table)  # exactly what the Parquet writer is given (COMPACT-17)
-        if self.shared is not None and self.writer.encodings is None:
-            options = self.writer.options
-            self.writer.encodings = self.shared.choose(table, options.compression_level,
-                                                       options.min_compression_saving, options.page_size_bytes)
-        self.writer.write(table)
-
-
-class _Hashed:
-    """The checksum of the tables handed to the writer, each hashed as it goes (nothing is held)."""
-
-    def __init__(self) -> None:
-        self.value = EMPTY
-
-    def add(self, parts: list[pa.Table], table: pa.Table) -> None:
-        self.value = self.value + checksum(table)
-
-
-class _Concatenated:
-    """Bin-pack's check that each table handed to the writer holds the rows of its parts, the
-    batches read, in order (COMPACT-17); ``value`` counts the rows so handed over.
-
-    The table is made of the very arrays read (:func:`holds_parts`), so nothing needs
-    hashing; where that cannot be established (a column cast to a common type), the parts
-    and the table are hashed and must agree. The rows read are counted on the other side
-    and the two counts compared (the rows read must also match the manifests, check 1).
-    """
-
-    def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.value = Checksum(0, None)
-        self.hashed_rows = 0  # rows whose concatenation had to be checked by hashing
-
-    def add(self, parts: list[pa.Table], table: pa.Table) -> None:
-        if not holds_parts(parts, table):
-            before, after = sum(map(checksum, parts), EMPTY), checksum(table)
-            if before != after:
-                raise ChecksumMismatchError(
-                    f"group {self.group_id}: the rows handed to the writer ({after}) are not the rows read "
-                    f"({before}); the outputs were deleted and nothing was committed")
-            self.hashed_rows += table.num_rows
-        self.value = Checksum(self.value.rows + table.num_rows, None)
-
-
-def _concat(parts: list[pa.Table]) -> pa.Table:
-    """One table of ``parts``; a column that is a dictionary in every part gets one shared dictionary.
-
-    A column that is a dictionary in some parts only is decoded (the parts' schemas must agree).
-    """
-    schema = parts[0].schema
-    if any(not p.schema.equals(schema) for p in parts[1:]):
-        plain = plain_schema(schema)
-        parts = [p.cast(plain) if not p.schema.equals(plain) else p for p in parts]
-    table = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-    if any(pa.types.is_dictionary(t) for t in table.schema.types):
-        table = table.unify_dictionaries()  # one dictionary per column: the writer's fast path
-    return table

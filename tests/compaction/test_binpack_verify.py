@@ -21,6 +21,7 @@ import pyarrow as pa
 import pytest
 
 from lakefmt.compaction import rewrite as rewrite_module
+from lakefmt.compaction import sink as sink_module
 from lakefmt.compaction import verify as verify_module
 from lakefmt.compaction.runner import make_task, plan_table
 from lakefmt.compaction.verify import holds_parts
@@ -42,7 +43,7 @@ def test_binpack_checks_its_concatenation_without_hashing(local_catalog, monkeyp
     t = small_files_table(local_catalog, appends=6)
     before = t.scan().to_arrow()
     monkeypatch.setattr(verify_module, "checksum", _no_hashing)
-    monkeypatch.setattr(rewrite_module, "checksum", _no_hashing)
+    monkeypatch.setattr(sink_module, "checksum", _no_hashing)
     result = t.compaction.run("binpack", min_age_seconds=0)
     assert result.groups_failed == 0 and result.groups_committed == result.groups_planned > 0, result.summary()
     assert result.rows_rewritten == before.num_rows
@@ -56,19 +57,19 @@ def test_binpack_catches_a_row_swapped_in_concatenation(local_catalog, monkeypat
     t = small_files_table(local_catalog, appends=5)
     plan = plan_table(t, t.compaction.options(min_age_seconds=0), strategy="binpack")
     task = make_task(t, plan, plan.groups[0])
-    good = rewrite_module._concat
+    good = sink_module.concat
 
     def swapping(parts):
         table = good(parts)
         return pa.concat_tables([table.slice(1, 1), table.slice(1)])  # row 0 lost, row 1 twice
 
-    monkeypatch.setattr(rewrite_module, "_concat", swapping)
+    monkeypatch.setattr(sink_module, "concat", swapping)
     data = f"{t.location}/data"
     existing = {os.path.join(d, n) for d, _, names in os.walk(data) for n in names}
     with pytest.raises(ChecksumMismatchError, match="not the rows read"):
         rewrite_module.rewrite_group(t.io, task)
     assert {os.path.join(d, n) for d, _, names in os.walk(data) for n in names} == existing  # outputs deleted
-    monkeypatch.setattr(rewrite_module, "_concat", good)
+    monkeypatch.setattr(sink_module, "concat", good)
     clean = rewrite_module.rewrite_group(t.io, task)
     assert clean.rows == plan.groups[0].input_rows and clean.output_checksum == clean.input_checksum
     t.io.delete_many(list(clean.output_paths))
@@ -80,7 +81,7 @@ def test_holds_parts_compares_memory_and_dictionary_codes():
     # spec: COMPACT-17
     a = pa.table({"s": pa.array(["x", "y", None, "x"]).dictionary_encode(), "v": [1, 2, 3, 4]})
     b = pa.table({"s": pa.array(["z", "y"]).dictionary_encode(), "v": [5, 6]})
-    joined = rewrite_module._concat([a, b])
+    joined = sink_module.concat([a, b])
     assert joined.column("s").chunks[0].dictionary.equals(joined.column("s").chunks[1].dictionary)
     assert holds_parts([a, b], joined)
     unified = joined.column("s").chunks[1]
