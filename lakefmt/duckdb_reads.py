@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from functools import cached_property
 
 import duckdb
 import pyarrow as pa
@@ -143,7 +144,10 @@ class _Footer:
 
     def __init__(self, footer: pq.FileMetaData) -> None:
         self.metadata = footer
-        self.schema_arrow = footer.schema.to_arrow_schema()
+
+    @cached_property
+    def schema_arrow(self) -> pa.Schema:  # not needed when the row groups kept for the file are taken (READ-19)
+        return self.metadata.schema.to_arrow_schema()
 
 
 def _rows_after_pruning(reader: FileReader, files: Sequence[tuple[str, DataFile]],

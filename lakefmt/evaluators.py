@@ -47,6 +47,7 @@ from lakefmt.expressions import (
     bind,
     or_,
 )
+from lakefmt.identity_memo import IdentityMemo
 from lakefmt.manifest import DataFile, ManifestFile
 from lakefmt.negation import FLOATS as _FLOATS
 from lakefmt.negation import rewrite_not
@@ -276,8 +277,15 @@ class ManifestEvaluator:
         types = _result_types(spec, schema)
         self._index = {pf.field_id: (i, types[pf.field_id]) for i, pf in enumerate(spec.fields)
                        if pf.field_id in types}
+        self._verdicts = IdentityMemo()
 
     def might_match(self, manifest: ManifestFile) -> bool:
+        known = self._verdicts.get(manifest)
+        if known is None:
+            known = self._verdicts.put(manifest, self._verdict(manifest))
+        return known
+
+    def _verdict(self, manifest: ManifestFile) -> bool:
         if manifest.spec_id != self.spec.spec_id or len(manifest.partitions) != len(self.spec.fields):
             return True
 
@@ -304,6 +312,17 @@ class MetricsEvaluator:
 
     def __init__(self, expr: Expression | str | None, schema: Schema) -> None:
         self.expr = _prepare(expr, schema)
+        self._residuals: Residuals | None = None
+        # What readers derive from this filter and a data file that is never modified (READ-19), such as the
+        # row groups its statistics keep (lakefmt.file_layout); bounded by those readers.
+        self.derived: dict[Any, Any] = {}
+
+    @property
+    def residuals(self) -> Residuals:
+        """The residual filters of files (READ-13), kept with this evaluator (its verdicts per file too)."""
+        if self._residuals is None:
+            self._residuals = Residuals(self.expr)
+        return self._residuals
 
     def might_match(self, f: DataFile) -> bool:
         if f.record_count == 0:
@@ -418,8 +437,15 @@ class Residuals:
             elif isinstance(e, BoundPredicate):
                 self.leaves.append(e)
         self._memo: dict[tuple[int, ...], Expression] = {}
+        self._of = IdentityMemo()  # per file, by identity (READ-19)
 
     def of(self, f: DataFile) -> Expression:
+        found = self._of.get(f)
+        if found is None:
+            found = self._of.put(f, self._residual(f))
+        return found
+
+    def _residual(self, f: DataFile) -> Expression:
         if f.record_count == 0:
             return ALWAYS_FALSE
         if not self.leaves:

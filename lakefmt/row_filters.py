@@ -31,6 +31,7 @@ from lakefmt.expressions import (
     operands,
     referenced_field_ids,
 )
+from lakefmt.identity_memo import IdentityMemo
 from lakefmt.negation import require_bound
 
 __all__ = ["matching_positions", "row_mask", "to_arrow_expression"]
@@ -257,8 +258,19 @@ def _leaf_mask(pred: BoundPredicate, column: Any) -> Any:
     if op in ("starts_with", "not_starts_with"):
         match = pc.starts_with(column, pattern=pred.literal)
         return match if op == "starts_with" else pc.and_kleene(pc.is_valid(column), pc.invert(match))
-    lit = arrow_values.scalar(pred.literal, atype)
-    return _COMPARE[op](column, lit)
+    return _COMPARE[op](column, _literal(pred, atype))
+
+
+_LITERALS = IdentityMemo(1024)
+
+
+def _literal(pred: BoundPredicate, atype: pa.DataType) -> pa.Scalar:
+    """A comparison's literal as an Arrow scalar, kept per predicate object: the scans of one filter
+    share its bound predicates (READ-19), and building a scalar costs ~10 us."""
+    lit = _LITERALS.get(pred)
+    if lit is None:
+        lit = _LITERALS.put(pred, arrow_values.scalar(pred.literal, atype))
+    return lit
 
 
 _COMPARE = {"eq": pc.equal, "ne": pc.not_equal, "lt": pc.less, "le": pc.less_equal, "gt": pc.greater,

@@ -139,21 +139,32 @@ def test_at_most_n_table_jobs_at_once(warehouse, make_service, monkeypatch):
     assert peak[0] == 2
 
 
-def wait_for_partition_lease(warehouse, t, timeout: float = 10) -> None:
-    """Until a compactor holds one of ``t``'s partition leases (or ``timeout`` passes)."""
-    deadline = time.monotonic() + timeout
-    while not Leases(warehouse).live(t.metadata.table_uuid, LEASE_KIND) and time.monotonic() < deadline:
-        time.sleep(0.02)
+def rewrites_started(monkeypatch) -> threading.Event:
+    """Set once a compaction group's rewrite has started in this process (the service runs in it).
+
+    A partition's lease is no signal: a run takes its first leases while it plans (COMPACT-39)."""
+    from lakefmt.compaction import runner
+
+    started = threading.Event()
+    rewrite = runner.rewrite_group
+
+    def marked(*args, **kwargs):
+        started.set()
+        return rewrite(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "rewrite_group", marked)
+    return started
 
 
-def test_stop_mid_job_leaves_the_table_intact(warehouse, make_service):
+def test_stop_mid_job_leaves_the_table_intact(warehouse, make_service, monkeypatch):
     """SERVICE-8: stop aborts running groups cleanly, releases leases and records the job interrupted
     (SERVICE-21: final status interrupted, table outcome stopped)."""
     t = small_files_table(warehouse, "ops.events", properties={"compaction.max-concurrent-groups": "1"})
     before = rows(t.scan().to_arrow())
     service = make_service(env={"LAKEFMT_COMPACTION_READ_MB_PER_S": "0.02"})  # ~2 s per group
+    started = rewrites_started(monkeypatch)
     job = service.trigger("compaction", table="ops.events")
-    wait_for_partition_lease(warehouse, t)  # a group is being rewritten
+    assert started.wait(60)  # a group is being rewritten
     service.stop(grace=0)
     record = service.store.get(job.job_id)
     assert record.status == "interrupted" and record.error
@@ -164,14 +175,15 @@ def test_stop_mid_job_leaves_the_table_intact(warehouse, make_service):
     assert t.maintenance.remove_orphan_files(older_than=timedelta(0)).orphan_files == ()
 
 
-def test_stop_with_grace_lets_the_running_group_commit(warehouse, make_service):
+def test_stop_with_grace_lets_the_running_group_commit(warehouse, make_service, monkeypatch):
     """SERVICE-8, COMPACT-31, SERVICE-6: within the grace period the running group commits; no other
     partition starts."""
     t = small_files_table(warehouse, "ops.events", properties={"compaction.max-concurrent-groups": "1"})
     before = rows(t.scan().to_arrow())
     service = make_service(env={"LAKEFMT_COMPACTION_READ_MB_PER_S": "0.05"})  # about 1 s per group
+    started = rewrites_started(monkeypatch)
     job = service.trigger("compaction", table="ops.events")
-    wait_for_partition_lease(warehouse, t)  # a group is being rewritten
+    assert started.wait(60)  # a group is being rewritten
     service.stop(grace=30)
     record = service.store.get(job.job_id)
     assert record.status == "interrupted" and record.groups_committed == 1
