@@ -28,9 +28,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefmt import arrow_values
-from lakefmt.file_reader import FileReader, IntValues, PendingFile
+from lakefmt.file_reader import FileReader, PendingFile
 from lakefmt.manifest import DataFile
 from lakefmt.row_filters import matching_positions
+from lakefmt.row_masks import IntValues
 from lakefmt.threads import thread_map
 
 __all__ = ["BATCH_FILES", "BATCH_ROWS", "REMOTE_BATCH_FILES", "read_batched"]

@@ -48,6 +48,7 @@ from lakefmt.file_layout import (  # re-exported: callers import them from here
 )
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
+from lakefmt.row_masks import IntValues, constant_mask, keep_live, rows_of_groups, scatter_groups
 from lakefmt.schema import Field, Schema
 from lakefmt.types import STRING
 
@@ -169,20 +170,20 @@ class FileReader:
             layout = self._layout(parquet, location, expected_rows)
             rows = parquet.metadata.num_rows
             if self.metrics is None:
-                return _constant_mask(rows, True)
+                return constant_mask(rows, True)
             remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
             if isinstance(remaining, (AlwaysTrue, AlwaysFalse)):
-                return _constant_mask(rows, isinstance(remaining, AlwaysTrue))
+                return constant_mask(rows, isinstance(remaining, AlwaysTrue))
             groups = matching_row_groups(parquet, self.table_schema, self.row_filter, self.metrics,
                                     cached_as=(self.io, location))
             if groups is not None and not groups:
-                return _constant_mask(rows, False)
+                return constant_mask(rows, False)
             columns = self._filter_columns(remaining)
             keys = read_fields(parquet, layout, groups, columns.filter_fields, location, keep_dictionary=True)
             mask = row_mask(remaining, keys, self._names.get)
             if groups is None:
                 return mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
-            return _scatter_groups(parquet, groups, mask)
+            return scatter_groups(parquet, groups, mask)
 
     def read(self, location: str, *, expected_rows: int | None = None, data_file: DataFile | None = None
              ) -> pa.Table:
@@ -223,7 +224,7 @@ class FileReader:
         live = self.live_rows(location, data_file)
         threads = self.column_threads and (data_file is None or data_file.file_size_bytes > WHOLE_FILE_BYTES)
         if self.metrics is None:
-            return _keep(read_fields(parquet, layout, None, self.projected.fields, location, self.output,
+            return keep_live(read_fields(parquet, layout, None, self.projected.fields, location, self.output,
                                      use_threads=threads), live)
         remaining = self.metrics.expr if data_file is None else self._residuals.of(data_file)  # type: ignore[union-attr]
         if isinstance(remaining, AlwaysFalse):
@@ -231,9 +232,9 @@ class FileReader:
         groups = self.row_groups(parquet, location)
         if groups is not None and not groups:
             return arrow_values.empty_table(self.output)
-        live = None if live is None else _rows_of_groups(parquet, groups, live)
+        live = None if live is None else rows_of_groups(parquet, groups, live)
         if isinstance(remaining, AlwaysTrue):
-            return _keep(read_fields(parquet, layout, groups, self.projected.fields, location, self.output,
+            return keep_live(read_fields(parquet, layout, groups, self.projected.fields, location, self.output,
                                      use_threads=threads), live)
         columns = self._filter_columns(remaining)
         keys = read_fields(parquet, layout, groups, columns.filter_fields, location, keep_dictionary=True)
@@ -451,57 +452,6 @@ def _source_size(source: Any) -> int | None:
     if callable(size):
         size = size()
     return size if isinstance(size, int) else None
-
-
-class IntValues:
-    """An ascending Arrow array as a sequence of Python ints, for :func:`bisect.bisect_left`."""
-
-    def __init__(self, array: pa.Array) -> None:
-        self.array = array
-
-    def __len__(self) -> int:
-        return len(self.array)
-
-    def __getitem__(self, i: int) -> int:
-        return self.array[i].as_py()
-
-
-def _rows_of_groups(parquet: pq.ParquetFile, groups: list[int] | None, mask: pa.BooleanArray) -> pa.ChunkedArray:
-    """The part of a per-file row mask that covers ``groups`` (all when None), in read order."""
-    if groups is None:
-        return pa.chunked_array([mask], pa.bool_())
-    footer = parquet.metadata
-    starts, start = [], 0
-    for g in range(footer.num_row_groups):
-        starts.append(start)
-        start += footer.row_group(g).num_rows
-    return pa.chunked_array([mask.slice(starts[g], footer.row_group(g).num_rows) for g in groups], pa.bool_())
-
-
-def _constant_mask(rows: int, value: bool) -> pa.BooleanArray:
-    return pa.BooleanArray.from_buffers(pa.bool_(), rows, [None, pa.py_buffer(
-        (b"\xff" if value else b"\x00") * ((rows + 7) // 8))])
-
-
-def _scatter_groups(parquet: pq.ParquetFile, groups: list[int], mask: pa.ChunkedArray | pa.Array) -> pa.BooleanArray:
-    """A per-file mask from the mask of ``groups`` (in read order): rows of other groups are False."""
-    footer = parquet.metadata
-    wanted = dict.fromkeys(groups)
-    pieces, start = [], 0
-    for g in range(footer.num_row_groups):
-        rows = footer.row_group(g).num_rows
-        if g in wanted:
-            pieces.append(mask.slice(start, rows))
-            start += rows
-        else:
-            pieces.append(_constant_mask(rows, False))
-    chunks = [c for p in pieces for c in (p.chunks if isinstance(p, pa.ChunkedArray) else [p])]
-    return pa.chunked_array(chunks, pa.bool_()).combine_chunks()
-
-
-def _keep(table: pa.Table, live: pa.Array | pa.ChunkedArray | None) -> pa.Table:
-    """The rows of ``table`` that ``live`` keeps (all without a mask, READ-14)."""
-    return table if live is None else table.filter(live)
 
 
 @contextmanager
