@@ -4,7 +4,8 @@ Spec: spec/expressions.md, and spec/reading.md READ-7 (projection), READ-8 (sema
 READ-10 (conservative pruning, NaN).
 
 * EXPR-6  Every evaluator works on the filter after NOT push-down (:mod:`lakefmt.negation`).
-* EXPR-7  Inclusive projection onto partition fields: the projected predicate holds for every
+* EXPR-7  Inclusive projection onto partition fields (:mod:`lakefmt.partition_projection`,
+  re-exported here): the projected predicate holds for every
   partition that may contain a matching row (identity: same predicate; order-preserving
   transforms: bounds; bucket: = and IN only; else TRUE).
 * EXPR-8  Inclusive pruning: ``PartitionEvaluator`` (partition tuples), ``ManifestEvaluator``
