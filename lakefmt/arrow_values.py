@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import is_
 from typing import Any
 
 import pyarrow as pa
@@ -49,8 +50,20 @@ def table(columns: Mapping[str, Sequence[Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([array(columns[f.name], f.type) for f in schema], schema=schema)
 
 
+def _of_kinds(values: list[Any], kinds: tuple[type, ...]) -> bool:
+    """Whether every value is None or an instance of ``kinds``; the exact types are checked first, in C."""
+    exact = set(map(type, values))
+    exact.discard(type(None))
+    return exact <= set(kinds) or all(v is None or isinstance(v, kinds) for v in values)
+
+
+def _has_none(values: list[Any]) -> bool:
+    """Whether any value is None, by identity (no value's ``__eq__`` is called), in C."""
+    return any(map(is_, values, repeat(None)))
+
+
 def _validity(values: list[Any]) -> pa.Buffer | None:
-    if all(v is not None for v in values):
+    if not _has_none(values):
         return None
     bits = bytearray((len(values) + 7) // 8)
     for i, v in enumerate(values):
@@ -61,15 +74,17 @@ def _validity(values: list[Any]) -> pa.Buffer | None:
 
 def _mask(values: list[Any]) -> pa.Array | None:
     """A boolean array, true where the value is None (the ``mask`` of the nested builders)."""
-    if all(v is not None for v in values):
+    if not _has_none(values):
         return None
     return _build([v is None for v in values], pa.bool_())
 
 
 def _packed(code: str, values: list[Any], kinds: tuple[type, ...]) -> pa.Buffer:
-    if not all(v is None or isinstance(v, kinds) for v in values):
+    if not _of_kinds(values, kinds):
         raise _Unsupported
-    return pa.py_buffer(struct.pack(f"<{len(values)}{code}", *(0 if v is None else v for v in values)))
+    if _has_none(values):
+        values = [0 if v is None else v for v in values]
+    return pa.py_buffer(struct.pack(f"<{len(values)}{code}", *values))
 
 
 def _offsets(lengths: list[int], large: bool) -> pa.Buffer:
@@ -81,7 +96,7 @@ def _build(values: list[Any], t: pa.DataType) -> pa.Array:
     if pa.types.is_null(t):
         return pa.nulls(n)
     if pa.types.is_boolean(t):
-        if not all(v is None or isinstance(v, bool) for v in values):
+        if not _of_kinds(values, (bool,)):
             raise _Unsupported
         bits = bytearray((n + 7) // 8)
         for i, v in enumerate(values):
@@ -100,22 +115,28 @@ def _build(values: list[Any], t: pa.DataType) -> pa.Array:
         return pa.Array.from_buffers(t, n, [_validity(values), _packed("q", values, (int,))])
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
         text = pa.types.is_string(t) or pa.types.is_large_string(t)
-        kind = str if text else (bytes, bytearray, memoryview)
-        if not all(v is None or isinstance(v, kind) for v in values):
+        kind = (str,) if text else (bytes, bytearray, memoryview)
+        if not _of_kinds(values, kind):
             raise _Unsupported
-        encoded = [b"" if v is None else (v.encode() if text else bytes(v)) for v in values]
+        if text:
+            encoded = [b"" if v is None else v.encode() for v in values] if _has_none(values) else [
+                v.encode() for v in values]
+        else:
+            encoded = [b"" if v is None else bytes(v) for v in values]
         large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
         return pa.Array.from_buffers(t, n, [_validity(values), _offsets([len(b) for b in encoded], large),
                                             pa.py_buffer(b"".join(encoded))])
     if pa.types.is_struct(t):
-        if not all(v is None or isinstance(v, Mapping) for v in values):
+        if not _of_kinds(values, (dict, Mapping)):  # dict: the exact type, checked in C
             raise _Unsupported
         fields = [t.field(i) for i in range(t.num_fields)]
         if not fields:
             raise _Unsupported
         # Under a null struct each child holds its type's zero value, as pa.array builds it.
-        children = [_build([_zero(f.type) if v is None else v.get(f.name) for v in values],
-                           f.type) for f in fields]
+        children = []
+        for f in fields:
+            zero, name = _zero(f.type), f.name
+            children.append(_build([zero if v is None else v.get(name) for v in values], f.type))
         return pa.StructArray.from_arrays(children, fields=fields, mask=_mask(values))
     if pa.types.is_map(t):
         pairs = [None if v is None else list(v.items() if isinstance(v, Mapping) else v) for v in values]

@@ -33,6 +33,26 @@ t = cat.load_table("durable.t")
 t.append(pa.table({"id": [1, 2, 3, 4], "part": sys.argv[3].split(",")}, schema=t.arrow_schema()))
 """
 SYNC = re.compile(r"^\d+\s+(fsync|fdatasync)\(\d+<([^>]*)>")
+WRITE_OUT = re.compile(r"^\d+\s+(fsync|fdatasync|sync_file_range)\(\d+<([^>]*)>")
+LARGE_APPEND = """
+import random, sys, pyarrow as pa, lakefmt
+t = lakefmt.Catalog(sys.argv[1]).load_table("durable.t")
+ids = [random.getrandbits(63) for _ in range(60_000)]  # ~480 KB of incompressible values: one large data file
+t.append(pa.table({"id": ids, "part": ["a"] * len(ids)}, schema=t.arrow_schema()))
+"""
+FSYNC_THREADS = """
+import sys, threading
+from lakefmt.io import FileIO
+io = FileIO(sys.argv[1])
+assert not [t for t in threading.enumerate() if t.name.startswith("lakefmt-fsync")]
+io.write_bytes(sys.argv[1] + "/a.bin", b"x")
+for t in threading.enumerate():
+    if t.name == "lakefmt-fsync-start":
+        t.join()
+print(len([t for t in threading.enumerate() if t.name.startswith("lakefmt-fsync_")]))
+io.write_bytes(sys.argv[1] + "/b.bin", b"y")
+io.sync()
+"""
 
 pytestmark = pytest.mark.multiprocess
 
@@ -90,3 +110,40 @@ def test_without_fsync_no_table_file_is_synced(table, tmp_path):
     synced = traced_append(table.catalog, tmp_path, "a,b,a,b", fsync=False)
     assert not [p for p in synced if p.startswith(table.location)]
     assert table.refresh().scan().count() == 4
+
+
+def test_a_large_file_starts_its_write_out_when_closed_and_is_still_fsynced_before_the_swap(table, tmp_path):
+    """COMMIT-20: the write-out of a data file of 256 KiB or more starts when it is closed (``sync_file_range``,
+    a head start only); the file is fsynced before the swap all the same."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    before = all_files(table)
+    log = tmp_path / "strace.log"
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run(["strace", "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync,sync_file_range", "-o", str(log),
+                           sys.executable, "-c", LARGE_APPEND, table.catalog.warehouse],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0 and "ptrace" in done.stderr:
+        pytest.skip(f"strace cannot trace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    calls = [(m.group(1), m.group(2)) for line in log.read_text().splitlines() if (m := WRITE_OUT.match(line))]
+    [data_file] = [f"{table.location}/{p}" for p in all_files(table) - before if p.startswith("data/")]
+    assert os.path.getsize(data_file) >= 256 * 1024
+    assert [call for call, path in calls if path == data_file] == ["sync_file_range", "fsync"]
+    metadata_file = next(path for call, path in calls if path.endswith(".metadata.json"))
+    assert calls.index(("fsync", data_file)) < next(
+        i for i, (call, path) in enumerate(calls)
+        if i > calls.index(("fsync", metadata_file)) and os.path.basename(path).startswith("catalog.duckdb"))
+    small = [path for call, path in calls if call == "sync_file_range" and path != data_file]
+    assert not small, f"small files need no head start: {small}"
+    assert table.refresh().scan().count() == 60_000
+
+
+def test_the_fsync_threads_are_started_once_a_first_file_awaits_a_sync(tmp_path):
+    """All eight are running before the first sync asks for them, and that sync works as before (COMMIT-20)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", FSYNC_THREADS, str(tmp_path)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "8"
+    assert (tmp_path / "a.bin").read_bytes() == b"x" and (tmp_path / "b.bin").read_bytes() == b"y"
