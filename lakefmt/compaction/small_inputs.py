@@ -29,7 +29,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import duckdb
 import pyarrow as pa
@@ -95,6 +95,16 @@ def one_pass_candidate(scheme: str, files: Sequence[DataFile]) -> bool:
     the manifests alone (the schema and the footers are checked when it is read)."""
     return (scheme == "file" and len(files) >= MIN_INPUTS and all(f.deletion_vector is None for f in files)
             and sum(f.file_size_bytes for f in files) <= SMALL_INPUT_BYTES * len(files))
+
+
+def likely_candidates(scheme: str, summary: Mapping[str, str]) -> bool:
+    """Whether a table in storage of ``scheme`` whose current snapshot has ``summary`` will likely
+    have groups read in one pass: local, and at least :data:`MIN_INPUTS` files of at most
+    :data:`SMALL_INPUT_BYTES` on average. Judged before planning, so that DuckDB can start while
+    the run plans (its database costs about 20 ms of CPU); the plan decides."""
+    files = int(summary.get("total-data-files", 0))
+    return scheme == "file" and files >= MIN_INPUTS and int(summary.get("total-files-size", 0)) <= (
+        SMALL_INPUT_BYTES * files)
 
 
 def _batches(reader: pa.RecordBatchReader, cursor: duckdb.DuckDBPyConnection, cast: pa.Schema | bool,

@@ -183,3 +183,30 @@ def test_group_the_pass_cannot_read_is_read_file_by_file(local_catalog, per_file
     assert len(t.plan_files()) == 1
     assert [f for f in os.listdir(f"{t.location}/data") if f.startswith("compact-")] == \
         [t.plan_files()[0].path.rsplit("/", 1)[-1]]  # the pass's output was deleted
+
+
+def test_duckdb_starts_while_a_run_of_small_local_files_plans(local_catalog, monkeypatch):
+    """COMPACT-38: judged from the snapshot summary before planning, a table of small local files
+    starts the one pass's DuckDB on a thread while the run plans; a table of large files or on an
+    object store does not (its rewrites start it only if a group needs it)."""
+    # spec: COMPACT-38
+    import lakefmt.compaction as compaction_module
+    from lakefmt.compaction.small_inputs import SMALL_INPUT_BYTES, likely_candidates
+
+    small = {"total-data-files": str(MIN_INPUTS), "total-files-size": str(MIN_INPUTS * 30_000)}
+    assert likely_candidates("file", small)
+    assert not likely_candidates("s3", small)
+    assert not likely_candidates("file", {**small, "total-data-files": str(MIN_INPUTS - 1)})
+    assert not likely_candidates("file", {**small, "total-files-size": str(MIN_INPUTS * SMALL_INPUT_BYTES + 1)})
+    assert not likely_candidates("file", {})
+
+    started: list[str] = []
+    monkeypatch.setattr(compaction_module, "warm_up", lambda: started.append("warm-up"))
+    t = small_files_table(local_catalog, appends=12, rows=90)
+    before = t.scan().to_arrow()
+    result = t.compaction.run("binpack", min_age_seconds=0)
+    assert started == ["warm-up"] and result.groups_committed == 3
+    assert rows(t.scan().to_arrow()) == rows(before)
+    started.clear()
+    assert t.compaction.run("sort", sort_by=["payload_id"], min_age_seconds=0).groups_failed == 0
+    assert started == []  # a sort reads file by file
