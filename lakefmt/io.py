@@ -15,9 +15,8 @@ folder that gained an entry, once each, all at the same time on a few threads. W
 first and syncing everything together lets the file system make all of them durable in
 one journal commit: measured on ext4 for one append's data file, manifest, manifest
 list, metadata file and two folders, 2-3 ms instead of 15-17 ms for one fsync after
-the other at each close. A file of 256 KiB or more starts its write-out when it is closed,
-and the sync threads start with a process's first closed file (:mod:`lakefmt.local_sync`),
-so that the sync on a commit's path finds little left to do. A full or read-only file system
+the other at each close. A file of 256 KiB or more starts its write-out when it is closed
+(:mod:`lakefmt.local_sync`), so that the sync on a commit's path finds little left to do. A full or read-only file system
 is reported here, in one place, as :class:`~lakefmt.errors.StorageFullError` or
 :class:`~lakefmt.errors.ReadOnlyStorageError` (COMMIT-21).
 
@@ -47,7 +46,6 @@ from lakefmt.errors import ReadOnlyStorageError, StorageError, StorageFullError,
 from lakefmt.local_sync import (
     WRITEBACK_MIN_BYTES,
     fsync_path,
-    start_sync_threads,
     start_writeback,
     sync_threads,
 )
@@ -183,7 +181,6 @@ class FileIO:
     def _closed(self, path: str) -> None:
         with self._sync_lock:
             self._unsynced_files.add(path)
-        start_sync_threads()
 
     def sync(self) -> None:
         """Make durable every local file closed and every folder that gained an entry since the last call (COMMIT-20).

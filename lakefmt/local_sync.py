@@ -1,14 +1,12 @@
 """Making local files durable (spec/commits.md COMMIT-20): the fsync threads, and a head start for large files.
 
 :meth:`lakefmt.io.FileIO.sync` fsyncs a commit's files and folders on these threads, all at
-once; a large file starts its write-out when it is closed (:func:`start_writeback`), and
-the threads are started when a process closes its first file (:func:`start_sync_threads`),
-so that little of either is left for the sync on the commit's path.
+once; a large file starts its write-out when it is closed (:func:`start_writeback`), so that
+little of it is left for the sync on the commit's path.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import sys
@@ -69,48 +67,6 @@ def sync_threads() -> ThreadPoolExecutor:
         if _pool is None or _pool[0] != os.getpid():
             _pool = (os.getpid(), ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="lakefmt-fsync"))
         return _pool[1]
-
-
-_threads_started_in = 0  # the process whose fsync threads were started ahead of its first sync
-
-
-def start_sync_threads() -> None:
-    """Start this process's fsync threads in the background once a first file awaits a sync.
-
-    A thread pool starts a thread per task until it is full, each start waiting for the
-    new thread to run (~0.2 ms each, measured): eight of them made the first sync of a
-    process (a compaction's commit, with its output files, manifests, list, metadata file
-    and folders) ~1.2 ms longer. Started by one background thread when the process closes
-    its first file, they are ready when the commit syncs. Each start task waits at a
-    barrier so that every task gets a thread of its own; a sync meanwhile waits at most
-    for the last start.
-    """
-    global _threads_started_in
-    with _pool_lock:
-        if _threads_started_in == os.getpid():
-            return
-        _threads_started_in = os.getpid()
-    with contextlib.suppress(RuntimeError):  # the interpreter is exiting: the sync, if any, starts them
-        threading.Thread(target=_fill_thread_pool, name="lakefmt-fsync-start", daemon=True).start()
-
-
-def _fill_thread_pool() -> None:
-    pool, barrier = sync_threads(), threading.Barrier(SYNC_THREADS)
-    submitted = 0
-    try:
-        for _ in range(SYNC_THREADS):
-            pool.submit(_wait_at, barrier)
-            submitted += 1
-    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
-        pass
-    finally:
-        if submitted < SYNC_THREADS:  # the interpreter is exiting: release the threads that wait
-            barrier.abort()
-
-
-def _wait_at(barrier: threading.Barrier) -> None:
-    with contextlib.suppress(threading.BrokenBarrierError):
-        barrier.wait(timeout=5)
 
 
 def fsync_path(path: str) -> OSError | None:

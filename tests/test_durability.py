@@ -40,20 +40,6 @@ t = lakefmt.Catalog(sys.argv[1]).load_table("durable.t")
 ids = [random.getrandbits(63) for _ in range(60_000)]  # ~480 KB of incompressible values: one large data file
 t.append(pa.table({"id": ids, "part": ["a"] * len(ids)}, schema=t.arrow_schema()))
 """
-FSYNC_THREADS = """
-import sys, threading
-from lakefmt.io import FileIO
-io = FileIO(sys.argv[1])
-assert not [t for t in threading.enumerate() if t.name.startswith("lakefmt-fsync")]
-io.write_bytes(sys.argv[1] + "/a.bin", b"x")
-for t in threading.enumerate():
-    if t.name == "lakefmt-fsync-start":
-        t.join()
-print(len([t for t in threading.enumerate() if t.name.startswith("lakefmt-fsync_")]))
-io.write_bytes(sys.argv[1] + "/b.bin", b"y")
-io.sync()
-"""
-
 pytestmark = pytest.mark.multiprocess
 
 
@@ -137,13 +123,3 @@ def test_a_large_file_starts_its_write_out_when_closed_and_is_still_fsynced_befo
     small = [path for call, path in calls if call == "sync_file_range" and path != data_file]
     assert not small, f"small files need no head start: {small}"
     assert table.refresh().scan().count() == 60_000
-
-
-def test_the_fsync_threads_are_started_once_a_first_file_awaits_a_sync(tmp_path):
-    """All eight are running before the first sync asks for them, and that sync works as before (COMMIT-20)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    done = subprocess.run([sys.executable, "-c", FSYNC_THREADS, str(tmp_path)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "8"
-    assert (tmp_path / "a.bin").read_bytes() == b"x" and (tmp_path / "b.bin").read_bytes() == b"y"
