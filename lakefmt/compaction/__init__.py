@@ -58,7 +58,7 @@ from lakefmt.compaction.runner import (
     run_plan,
 )
 from lakefmt.compaction.small_inputs import likely_candidates
-from lakefmt.compaction.verify import Checksum, checksum, warm_up
+from lakefmt.compaction.verify import Checksum, checksum, start_warm_up
 from lakefmt.errors import LakefmtError, ValidationError
 from lakefmt.expressions import Expression
 
@@ -175,7 +175,7 @@ class Compaction:
         if rewriter is None and strategy == "binpack" and snapshot is not None and likely_candidates(
                 self.table.io.scheme, snapshot.summary):
             # Small local files: the rewrites will read with DuckDB (COMPACT-38); it starts while the run plans.
-            threading.Thread(target=warm_up, name="lakefmt-compact-warm-up", daemon=True).start()
+            start_warm_up()
         leases = PartitionLeases(self.table, owner=owner or default_owner(), ttl=opts.lease_seconds,
                                  enabled=use_leases)
         if respect_windows and QuietWindows.parse(opts.quiet_windows).contains():

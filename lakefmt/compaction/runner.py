@@ -24,7 +24,6 @@ from __future__ import annotations
 import importlib
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -41,7 +40,7 @@ from lakefmt.compaction.planner import CompactionPlan, FileGroup, PartitionPlan,
 from lakefmt.compaction.results import CompactionResult, GroupResult
 from lakefmt.compaction.rewrite import Hook, RewriteResult, RewriteTask, rewrite_group
 from lakefmt.compaction.small_inputs import one_pass_candidate
-from lakefmt.compaction.verify import warm_up
+from lakefmt.compaction.verify import start_warm_up
 from lakefmt.encoding import SharedChoice
 from lakefmt.errors import LakefmtError, ValidationError
 from lakefmt.expressions import Expression
@@ -240,7 +239,7 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
     if rewriter is None and plan.strategy == "binpack" and any(
             one_pass_candidate(table.io.scheme, g.files) for g in plan.groups):
         # Its rewrites will read with DuckDB (COMPACT-38): its database starts while the leases are taken.
-        threading.Thread(target=warm_up, name="lakefmt-compact-warm-up", daemon=True).start()
+        start_warm_up()
     pacer = Pacer(TokenBucket.from_mb_per_s(plan.options.read_mb_per_s), should_pause)
     # Every output of the run, the first one's choice, measured by a trial write if the run is
     # large enough as a whole (WRITE-7, WRITE-11, COMPACT-16).

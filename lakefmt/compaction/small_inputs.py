@@ -93,8 +93,8 @@ def read_small_inputs(io: FileIO, location: str, schema: Schema, files: Sequence
 def one_pass_candidate(scheme: str, files: Sequence[DataFile]) -> bool:
     """Whether a group of ``files`` in storage of ``scheme`` may be read in one pass, judged from
     the manifests alone (the schema and the footers are checked when it is read)."""
-    return (scheme == "file" and len(files) >= MIN_INPUTS and all(f.deletion_vector is None for f in files)
-            and sum(f.file_size_bytes for f in files) <= SMALL_INPUT_BYTES * len(files))
+    return (_small_local(scheme, len(files), sum(f.file_size_bytes for f in files))
+            and all(f.deletion_vector is None for f in files))
 
 
 def likely_candidates(scheme: str, summary: Mapping[str, str]) -> bool:
@@ -102,9 +102,12 @@ def likely_candidates(scheme: str, summary: Mapping[str, str]) -> bool:
     have groups read in one pass: local, and at least :data:`MIN_INPUTS` files of at most
     :data:`SMALL_INPUT_BYTES` on average. Judged before planning, so that DuckDB can start while
     the run plans (its database costs about 20 ms of CPU); the plan decides."""
-    files = int(summary.get("total-data-files", 0))
-    return scheme == "file" and files >= MIN_INPUTS and int(summary.get("total-files-size", 0)) <= (
-        SMALL_INPUT_BYTES * files)
+    return _small_local(scheme, int(summary.get("total-data-files", 0)), int(summary.get("total-files-size", 0)))
+
+
+def _small_local(scheme: str, files: int, total_bytes: int) -> bool:
+    """Local, at least :data:`MIN_INPUTS` files, at most :data:`SMALL_INPUT_BYTES` each on average."""
+    return scheme == "file" and files >= MIN_INPUTS and total_bytes <= SMALL_INPUT_BYTES * files
 
 
 def _batches(reader: pa.RecordBatchReader, cursor: duckdb.DuckDBPyConnection, cast: pa.Schema | bool,

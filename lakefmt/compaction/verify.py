@@ -37,6 +37,7 @@ MASK64 = (1 << 64) - 1
 _local = threading.local()
 _base_lock = threading.Lock()
 _base: list[duckdb.DuckDBPyConnection] = []
+_warming: list[threading.Thread] = []  # the thread starting it, once per process
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,15 @@ def warm_up() -> None:
     thread while a compaction run waits for the catalog, rather than when a rewrite first needs it."""
     with _base_lock:
         _database()
+
+
+def start_warm_up() -> None:
+    """:func:`warm_up` on a thread of its own, unless the database is up or a thread already starts it."""
+    with _base_lock:
+        if _base or _warming:
+            return
+        _warming.append(threading.Thread(target=warm_up, name="lakefmt-compact-warm-up", daemon=True))
+    _warming[0].start()
 
 
 def _database() -> duckdb.DuckDBPyConnection:

@@ -201,7 +201,7 @@ def test_duckdb_starts_while_a_run_of_small_local_files_plans(local_catalog, mon
     assert not likely_candidates("file", {})
 
     started: list[str] = []
-    monkeypatch.setattr(compaction_module, "warm_up", lambda: started.append("warm-up"))
+    monkeypatch.setattr(compaction_module, "start_warm_up", lambda: started.append("warm-up"))
     t = small_files_table(local_catalog, appends=12, rows=90)
     before = t.scan().to_arrow()
     result = t.compaction.run("binpack", min_age_seconds=0)
