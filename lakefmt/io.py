@@ -34,6 +34,7 @@ import os
 import posixpath
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass
 from io import BufferedWriter
 from io import FileIO as _RawFile
@@ -44,9 +45,8 @@ import pyarrow.fs as pafs
 
 from lakefmt.errors import ReadOnlyStorageError, StorageError, StorageFullError, ValidationError
 from lakefmt.local_sync import (
-    WRITEBACK_MIN_BYTES,
+    EARLY_SYNC_BYTES,
     fsync_path,
-    start_writeback,
     sync_threads,
 )
 from lakefmt.threads import thread_map
@@ -98,6 +98,7 @@ class FileIO:
         self._unsynced_files: set[str] = set()
         self._unsynced_dirs: set[str] = set()
         self._sync_failures: dict[str, OSError] = {}
+        self._syncing: dict[str, Future[OSError | None]] = {}  # large files whose fsync started when closed
         self._sync_lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -178,9 +179,13 @@ class FileIO:
         with storage_errors(path):
             return self.fs.open(path, "wb")
 
-    def _closed(self, path: str) -> None:
+    def _closed(self, path: str, large: bool) -> None:
+        """Note a closed file for :meth:`sync`; a large one starts its fsync now (COMMIT-20)."""
         with self._sync_lock:
-            self._unsynced_files.add(path)
+            if large:
+                self._syncing[path] = sync_threads().submit(fsync_path, path)
+            else:
+                self._unsynced_files.add(path)
 
     def sync(self) -> None:
         """Make durable every local file closed and every folder that gained an entry since the last call (COMMIT-20).
@@ -198,10 +203,13 @@ class FileIO:
             return
         with self._sync_lock:  # held while syncing: a concurrent caller returns only once its files are durable
             targets = sorted(self._unsynced_files) + sorted(self._unsynced_dirs)
+            started, self._syncing = self._syncing, {}
             self._unsynced_files.clear()
             self._unsynced_dirs.clear()
             results = list(sync_threads().map(fsync_path, targets)) if len(targets) > 1 else \
                 [fsync_path(path) for path in targets]
+            targets += started
+            results += [future.result() for future in started.values()]
             self._sync_failures.update((path, exc) for path, exc in zip(targets, results) if exc is not None)
             if self._sync_failures:
                 path, exc = min(self._sync_failures.items())
@@ -263,6 +271,7 @@ class FileIO:
         if self.scheme == "file":
             with self._sync_lock:
                 self._unsynced_files.discard(path)
+                self._syncing.pop(path, None)
                 self._sync_failures.pop(path, None)
 
     def delete_many(self, locations: list[str]) -> None:
@@ -318,9 +327,10 @@ class FileIO:
 
 
 class _LocalOutput(_RawFile):
-    """A new local file (exclusive create): storage errors mapped; ``on_close(path)`` is called once closed."""
+    """A new local file (exclusive create): storage errors mapped; ``on_close(path, large)`` is called once
+    closed, ``large`` when it holds at least :data:`~lakefmt.local_sync.EARLY_SYNC_BYTES`."""
 
-    def __init__(self, path: str, *, on_close: Callable[[str], None] | None) -> None:
+    def __init__(self, path: str, *, on_close: Callable[[str, bool], None] | None) -> None:
         super().__init__(path, "xb")
         self._path, self._on_close = path, on_close
 
@@ -334,13 +344,12 @@ class _LocalOutput(_RawFile):
         if self.closed:
             return
         try:
-            if self._on_close is not None and self.tell() >= WRITEBACK_MIN_BYTES:
-                start_writeback(self.fileno())
+            large = self.tell() >= EARLY_SYNC_BYTES
             super().close()
         except OSError as exc:
             raise_storage_error(exc, self._path)
         if self._on_close is not None:
-            self._on_close(self._path)
+            self._on_close(self._path, large)
 
 
 def _make_parents(path: str) -> list[str]:

@@ -57,8 +57,7 @@ from lakefmt.compaction.runner import (
     resolve_engine,
     run_plan,
 )
-from lakefmt.compaction.small_inputs import likely_candidates
-from lakefmt.compaction.verify import Checksum, checksum, start_warm_up
+from lakefmt.compaction.verify import Checksum, checksum
 from lakefmt.errors import LakefmtError, ValidationError
 from lakefmt.expressions import Expression
 
@@ -171,11 +170,6 @@ class Compaction:
         """
         rewriter = resolve_engine(engine, self.table, **({"spark": spark} if spark is not None else {}))
         opts = self.options(**options)
-        snapshot = self.table.metadata.current_snapshot
-        if rewriter is None and strategy == "binpack" and snapshot is not None and likely_candidates(
-                self.table.io.scheme, snapshot.summary):
-            # Small local files: the rewrites will read with DuckDB (COMPACT-38); it starts while the run plans.
-            start_warm_up()
         leases = PartitionLeases(self.table, owner=owner or default_owner(), ttl=opts.lease_seconds,
                                  enabled=use_leases)
         if respect_windows and QuietWindows.parse(opts.quiet_windows).contains():

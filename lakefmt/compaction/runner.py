@@ -39,8 +39,6 @@ from lakefmt.compaction.pacing import Pacer, QuietWindows, TokenBucket
 from lakefmt.compaction.planner import CompactionPlan, FileGroup, PartitionPlan, PlannerFile, plan_groups
 from lakefmt.compaction.results import CompactionResult, GroupResult
 from lakefmt.compaction.rewrite import Hook, RewriteResult, RewriteTask, rewrite_group
-from lakefmt.compaction.small_inputs import one_pass_candidate
-from lakefmt.compaction.verify import start_warm_up
 from lakefmt.encoding import SharedChoice
 from lakefmt.errors import LakefmtError, ValidationError
 from lakefmt.expressions import Expression
@@ -236,10 +234,6 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
         leases.close()  # those taken early (COMPACT-37: deleted at the latest when the run ends)
         return _result(table, plan, [], started, files_before, bytes_before,
                        status="quiet-window" if quiet else "nothing-to-do")
-    if rewriter is None and plan.strategy == "binpack" and any(
-            one_pass_candidate(table.io.scheme, g.files) for g in plan.groups):
-        # Its rewrites will read with DuckDB (COMPACT-38): its database starts while the leases are taken.
-        start_warm_up()
     pacer = Pacer(TokenBucket.from_mb_per_s(plan.options.read_mb_per_s), should_pause)
     # Every output of the run, the first one's choice, measured by a trial write if the run is
     # large enough as a whole (WRITE-7, WRITE-11, COMPACT-16).

@@ -3,24 +3,24 @@
 Opening a Parquet file costs pyarrow about 300 us before the first row (the file
 object, the footer, the schema, a reader), as much as decoding a small file's rows:
 for a group of tiny inputs that setup is most of the rewrite. :func:`read_small_inputs`
-has DuckDB read every input of the group in one ``read_parquet`` pass instead, batch by
-batch (``binpack`` still streams, COMPACT-13), through the rewrite thread's DuckDB
-cursor of :mod:`lakefmt.compaction.verify` (one thread: its CPU is the rewrite's).
+reads each input whole with one read call and decodes it from memory, and hands on the
+rows of several inputs at once, batch by batch (``binpack`` still streams, COMPACT-13).
 
 The pass is taken only when it reads exactly what the per-file reader would
 (COMPACT-12, COMPACT-33), else None is returned and the caller reads file by file:
 
 * local files, at least :data:`MIN_INPUTS` of them, of at most :data:`SMALL_INPUT_BYTES`
   each on average, none with a deletion vector;
-* a flat schema of types DuckDB hands back to Arrow as they are (:func:`_one_pass_type`);
+* a flat schema of plain types (:func:`_one_pass_type`);
 * every input's footer (read here) has the table's columns, in the table's order, with
   the table's names, field ids and Arrow types, and counts its manifest ``record_count``:
-  names then select what the field ids would, and the rows of the pass are the inputs'
-  rows, file by file, once the pass yields as many rows as the footers count.
+  names then select what the field ids would. Each input must then decode to its
+  ``record_count`` rows of the table's types, else the pass stops with :class:`OnePassError`.
 
-Measured on a 20,000-row telemetry group of 80 files (pyarrow 26, DuckDB 2.0, CPU per
-group): 46 ms read file by file, 22 ms in one pass (footers included); comparing the footers as
-bytes (:mod:`lakefmt.compaction.footer_bytes`) takes the footers' 8 ms of that to 1.5 ms.
+Measured on a 20,000-row telemetry group of 80 files (pyarrow 26, CPU of the group's whole
+rewrite, warm): 51 ms, against 48 ms when DuckDB read the pass; but DuckDB's in-memory
+database cost 20-35 ms of CPU to start in each process, ahead of the first group. Comparing
+the footers as bytes (:mod:`lakefmt.compaction.footer_bytes`) costs 1.5 ms a group instead of 8 ms.
 
 Example:
     >>> batches = read_small_inputs(io, location, schema, files, batch_rows=65_536)
@@ -29,19 +29,16 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakefmt.compaction.footer_bytes import footer_prefix, read_footer, rows_after_prefix
-from lakefmt.compaction.verify import new_cursor
 from lakefmt.errors import CorruptMetadataError
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
 from lakefmt.schema import Schema, arrow_field_id
-from lakefmt.sql_filters import has_glob
 
 SMALL_INPUT_BYTES = 128 * 1024  # mean input size at most this; larger files are read file by file
 MIN_INPUTS = 8  # fewer inputs: the per-file setup saved is not worth a second reader
@@ -49,14 +46,14 @@ UTC = frozenset({"UTC", "Etc/UTC", "+00:00", "Z"})
 
 
 class OnePassError(CorruptMetadataError):
-    """DuckDB failed while reading the pass (say, a string column holding bytes that are not UTF-8,
-    which it refuses and pyarrow reads): the caller deletes what it wrote and reads file by file."""
+    """An input of the pass cannot be read or does not decode as its footer said (a footer that also
+    stores an Arrow schema may give other types): the caller deletes what it wrote and reads file by file."""
 
 
 def read_small_inputs(io: FileIO, location: str, schema: Schema, files: Sequence[DataFile], *, batch_rows: int,
                       charge: Callable[[int], None] | None = None, counts: dict[str, int] | None = None
                       ) -> Iterator[pa.RecordBatch] | None:
-    """The rows of ``files`` as batches of ``schema``, read in one DuckDB pass; None when the pass
+    """The rows of ``files`` as batches of ``schema``, read in one pass; None when the pass
     does not apply (see the module docstring) and the caller must read file by file.
 
     ``charge(nbytes)`` is called with each file's size before the pass reads it (COMPACT-25);
@@ -69,70 +66,60 @@ def read_small_inputs(io: FileIO, location: str, schema: Schema, files: Sequence
         return None
     root = io.fs_path(location)
     paths = [f"{root}/{f.path}" for f in files]  # relative paths from manifests: no "..", nothing to normalize
-    if any(map(has_glob, paths)):
-        return None  # DuckDB would read a path with glob characters as a pattern
     if not _footers_match(paths, files, target):
         return None
-    if charge is not None:
-        for f in files:
-            charge(f.file_size_bytes)
-    cursor = new_cursor()  # its own: the thread's connection may hash rows meanwhile (COMPACT-17)
-    try:
-        reader = cursor.read_parquet(paths, hive_partitioning=False).to_arrow_reader(batch_rows)
-    except duckdb.Error:
-        cursor.close()
-        return None
-    cast = _cast_schema(reader.schema, target)
-    if cast is None:
-        reader.close()
-        cursor.close()
-        return None
-    return _batches(reader, cursor, cast, target, files, paths, counts)
+    return _batches(paths, files, target, batch_rows, charge, counts)
 
 
 def one_pass_candidate(scheme: str, files: Sequence[DataFile]) -> bool:
     """Whether a group of ``files`` in storage of ``scheme`` may be read in one pass, judged from
     the manifests alone (the schema and the footers are checked when it is read)."""
-    return (_small_local(scheme, len(files), sum(f.file_size_bytes for f in files))
+    return (scheme == "file" and len(files) >= MIN_INPUTS
+            and sum(f.file_size_bytes for f in files) <= SMALL_INPUT_BYTES * len(files)
             and all(f.deletion_vector is None for f in files))
 
 
-def likely_candidates(scheme: str, summary: Mapping[str, str]) -> bool:
-    """Whether a table in storage of ``scheme`` whose current snapshot has ``summary`` will likely
-    have groups read in one pass: local, and at least :data:`MIN_INPUTS` files of at most
-    :data:`SMALL_INPUT_BYTES` on average. Judged before planning, so that DuckDB can start while
-    the run plans (its database costs about 20 ms of CPU); the plan decides."""
-    return _small_local(scheme, int(summary.get("total-data-files", 0)), int(summary.get("total-files-size", 0)))
-
-
-def _small_local(scheme: str, files: int, total_bytes: int) -> bool:
-    """Local, at least :data:`MIN_INPUTS` files, at most :data:`SMALL_INPUT_BYTES` each on average."""
-    return scheme == "file" and files >= MIN_INPUTS and total_bytes <= SMALL_INPUT_BYTES * files
-
-
-def _batches(reader: pa.RecordBatchReader, cursor: duckdb.DuckDBPyConnection, cast: pa.Schema | bool,
-             target: pa.Schema, files: Sequence[DataFile], paths: list[str], counts: dict[str, int] | None
-             ) -> Iterator[pa.RecordBatch]:
+def _batches(paths: list[str], files: Sequence[DataFile], target: pa.Schema, batch_rows: int,
+             charge: Callable[[int], None] | None, counts: dict[str, int] | None) -> Iterator[pa.RecordBatch]:
+    """The inputs' rows, in order, as batches of ``target`` of about ``batch_rows`` rows: each file
+    read whole into memory and decoded there (one read call, no file object)."""
+    read: dict[str, int] = {}
+    pending: list[pa.Table] = []
     rows = 0
-    try:
-        for batch in reader:
-            if cast is not True:
-                batch = batch.cast(cast)  # type: ignore[arg-type]
-            rows += batch.num_rows
-            yield pa.RecordBatch.from_arrays(batch.columns, schema=target)
-    except (duckdb.Error, OSError, pa.ArrowException) as exc:  # DuckDB's errors reach pyarrow's reader as OSError
-        raise OnePassError(f"the data files {paths[0]} ... ({len(paths)} files) cannot be read in one pass: "
-                           f"{exc}") from exc
-    finally:
-        reader.close()
-        cursor.close()
-    if counts is not None and rows == sum(f.record_count for f in files):
-        counts.update((f.path, f.record_count) for f in files)  # each file's footer counts its record_count
+    for path, f in zip(paths, files):
+        if charge is not None:
+            charge(f.file_size_bytes)
+        try:
+            with open(path, "rb") as source:
+                data = source.read()
+            table = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False).read(use_threads=False)
+        except (OSError, pa.ArrowException) as exc:
+            raise OnePassError(f"the data file {path} cannot be read in the one pass: {exc}") from exc
+        if table.num_rows != f.record_count or table.schema.types != target.types:
+            # A footer's key-value metadata (a stored Arrow schema) may give other types than the schema
+            # the footers share; the file-by-file reader converts by field id (COMPACT-12).
+            raise OnePassError(f"the data file {path} does not read as the footers said: {table.num_rows} rows "
+                               f"of {table.schema.types}")
+        read[f.path] = table.num_rows
+        pending.append(pa.Table.from_arrays(table.columns, schema=target))
+        rows += table.num_rows
+        if rows >= batch_rows:
+            yield from _joined(pending, batch_rows)
+            pending, rows = [], 0
+    yield from _joined(pending, batch_rows)
+    if counts is not None:
+        counts.update(read)
+
+
+def _joined(tables: list[pa.Table], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The rows of ``tables`` (one schema) in batches of up to ``batch_rows``, each of contiguous arrays."""
+    if tables:
+        yield from pa.concat_tables(tables).combine_chunks().to_batches(batch_rows)
 
 
 def _one_pass_type(dtype: pa.DataType) -> bool:
-    """A type DuckDB reads from Parquet and hands to Arrow with the very values and type
-    (a tz-aware timestamp comes back in DuckDB's zone name for UTC, cast back)."""
+    """A flat type whose Parquet column decodes to the same Arrow type in every writer's file (a
+    timestamp in microseconds, naive or in UTC; the footer check compares the zone)."""
     if pa.types.is_timestamp(dtype):
         return dtype.unit == "us" and (dtype.tz is None or dtype.tz in UTC)
     return any(check(dtype) for check in (pa.types.is_boolean, pa.types.is_int32, pa.types.is_int64,
@@ -168,19 +155,3 @@ def _footers_match(paths: list[str], files: Sequence[DataFile], target: pa.Schem
     except (OSError, pa.ArrowException):
         return False  # the file-by-file read reports it
     return True
-
-
-def _cast_schema(got: pa.Schema, target: pa.Schema) -> pa.Schema | bool | None:
-    """True if DuckDB's batches have the target's types; the schema to cast them to when only
-    timestamp zones name UTC differently; None otherwise."""
-    if len(got) != len(target):
-        return None
-    same = True
-    for g, t in zip(got, target):
-        if g.type == t.type:
-            continue
-        if not (pa.types.is_timestamp(g.type) and pa.types.is_timestamp(t.type) and g.type.unit == t.type.unit
-                and g.type.tz in UTC and (t.type.tz in UTC)):
-            return None
-        same = False
-    return True if same else pa.schema([pa.field(g.name, t.type) for g, t in zip(got, target)])

@@ -37,7 +37,6 @@ MASK64 = (1 << 64) - 1
 _local = threading.local()
 _base_lock = threading.Lock()
 _base: list[duckdb.DuckDBPyConnection] = []
-_warming: list[threading.Thread] = []  # the thread starting it, once per process
 
 
 @dataclass(frozen=True)
@@ -64,29 +63,14 @@ class Checksum:
 EMPTY = Checksum(0, 0)
 
 
-def warm_up() -> None:
-    """Start this process's in-memory DuckDB database now (about 15 ms of CPU), for example on a
-    thread while a compaction run waits for the catalog, rather than when a rewrite first needs it."""
-    with _base_lock:
-        _database()
-
-
-def start_warm_up() -> None:
-    """:func:`warm_up` on a thread of its own, unless the database is up or a thread already starts it."""
-    with _base_lock:
-        if _base or _warming:
-            return
-        _warming.append(threading.Thread(target=warm_up, name="lakefmt-compact-warm-up", daemon=True))
-    _warming[0].start()
-
-
 def _database() -> duckdb.DuckDBPyConnection:
     """The process's in-memory database (the caller holds ``_base_lock``).
 
     One thread, and no asynchronous I/O threads (DuckDB 2.0 starts 8 by default, handing
     them every read): the files it reads here are small local ones, read faster on the
-    querying thread. Measured reading 240 inputs of 28 KB in one pass per 80, CPU of the
-    process, fresh database included, best of 8: 80 ms without them, 95 ms with them.
+    querying thread (the outputs :func:`parquet_checksum` decodes again). Measured reading 240
+    inputs of 28 KB in one pass per 80, CPU of the process, fresh database included, best of 8:
+    80 ms without them, 95 ms with them.
     """
     if not _base:
         try:
@@ -94,13 +78,6 @@ def _database() -> duckdb.DuckDBPyConnection:
         except duckdb.Error:  # a DuckDB without the setting has no such threads
             _base.append(duckdb.connect(config={"threads": 1}))
     return _base[0]
-
-
-def new_cursor() -> duckdb.DuckDBPyConnection:
-    """A cursor of its own on the process's database (a streaming result stays valid while the
-    thread's connection runs other queries)."""
-    with _base_lock:
-        return _database().cursor()
 
 
 def thread_connection() -> duckdb.DuckDBPyConnection:

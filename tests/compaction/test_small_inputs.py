@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lakefmt.compaction import rewrite as rewrite_module
 from lakefmt.compaction.runner import make_task, plan_table
-from lakefmt.compaction.small_inputs import MIN_INPUTS, read_small_inputs
+from lakefmt.compaction.small_inputs import MIN_INPUTS, OnePassError, read_small_inputs
 from tests.compaction.conftest import ALL_TYPES, all_types_rows, small_files_table
 from tests.conftest import rows
 
@@ -47,7 +48,7 @@ def test_binpack_reads_tiny_files_in_one_pass(local_catalog, per_file_reads):
     assert result.files_rewritten == 36 and result.files_written == 3 and result.rows_rewritten == 12 * 90
     assert rows(t.scan().to_arrow()) == rows(before)
     out = t.scan().to_arrow()
-    assert out.schema.field("ts").type == pa.timestamp("us", tz="UTC")  # DuckDB's zone name is not kept
+    assert out.schema.field("ts").type == pa.timestamp("us", tz="UTC")
 
 
 def test_one_pass_charges_every_input_before_reading(local_catalog):
@@ -128,7 +129,7 @@ def test_one_pass_rows_equal_file_by_file_rows(local_catalog):
 
 def test_one_pass_with_read_back_hashing_between_batches(local_catalog, monkeypatch, per_file_reads):
     """COMPACT-38 with COMPACT-17 read-back: the input rows are hashed while the pass is still
-    streaming (small batches, a small hash buffer); the pass keeps its own DuckDB cursor."""
+    streaming (small batches, a small hash buffer)."""
     # spec: COMPACT-38, COMPACT-17
     t = small_files_table(local_catalog, appends=12, rows=90, partition_by=())
     before = t.scan().to_arrow()
@@ -160,53 +161,34 @@ def test_one_pass_not_taken_for_inputs_with_deletion_vectors(local_catalog, per_
 
 
 def test_group_the_pass_cannot_read_is_read_file_by_file(local_catalog, per_file_reads):
-    """COMPACT-38: DuckDB refuses a string that is not UTF-8 (pyarrow reads it): the outputs of the
-    pass are deleted and the group is rewritten file by file, with the same bytes."""
-    # spec: COMPACT-38, COMPACT-19
+    """COMPACT-38: an input whose footer also stores an Arrow schema reads with other types than the
+    Parquet schema every footer shares (``large_string`` here): the pass stops at it, and the group is
+    rewritten file by file, which converts by field id (COMPACT-12), to the same rows."""
+    # spec: COMPACT-38, COMPACT-12, COMPACT-19
     schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
-    t = local_catalog.create_table("ns.bytes", schema=schema)
+    t = local_catalog.create_table("ns.stored", schema=schema)
     for i in range(MIN_INPUTS + 2):
-        # Between "a" and "z": the footer's min and max stay UTF-8.
-        raw = pa.array([b"a", b"b\xff\xfe" if i == 3 else b"fine", b"z"], pa.binary()).view(pa.string())
-        t.append(pa.table([pa.array([3 * i, 3 * i + 1, 3 * i + 2], pa.int64()), raw], schema=schema))
+        t.append(pa.table({"id": [3 * i, 3 * i + 1, 3 * i + 2], "s": ["a", f"v{i}", "z"]}, schema=schema))
     before = t.scan().to_arrow()
+    plan = plan_table(t, t.compaction.options(min_age_seconds=0), strategy="binpack")
+    task = make_task(t, plan, plan.groups[0])
+    last = f"{t.location}/{task.files[-1].path}"
+    stored = pq.read_table(last)
+    large = stored.cast(pa.schema([stored.schema.field("id"), stored.schema.field("s").with_type(pa.large_string())]))
+    os.remove(last)
+    pq.write_table(large, last, store_schema=True)
+    assert pq.read_table(last).schema.field("s").type == pa.large_string()
+    batches = read_small_inputs(t.io, task.location, task.schema, task.files, batch_rows=4)
+    assert batches is not None  # the footers match: the pass starts
+    with pytest.raises(OnePassError, match="does not read as the footers said"):
+        list(batches)
     result = t.compaction.run("binpack", min_age_seconds=0)
     assert result.groups_failed == 0 and result.groups_committed == 1 and result.files_written == 1, \
         result.summary()
     assert len(per_file_reads) == MIN_INPUTS + 2  # read again, file by file
     after = t.scan().to_arrow()
-    def stored(table: pa.Table) -> list[tuple[int, bytes]]:
-        values = table.column("s").combine_chunks().view(pa.binary()).to_pylist()
-        return sorted(zip(table.column("id").to_pylist(), values))
-
-    assert stored(after) == stored(before)
+    assert rows(after) == rows(before)
+    assert after.schema.field("s").type == pa.string()
     assert len(t.plan_files()) == 1
     assert [f for f in os.listdir(f"{t.location}/data") if f.startswith("compact-")] == \
-        [t.plan_files()[0].path.rsplit("/", 1)[-1]]  # the pass's output was deleted
-
-
-def test_duckdb_starts_while_a_run_of_small_local_files_plans(local_catalog, monkeypatch):
-    """COMPACT-38: judged from the snapshot summary before planning, a table of small local files
-    starts the one pass's DuckDB on a thread while the run plans; a table of large files or on an
-    object store does not (its rewrites start it only if a group needs it)."""
-    # spec: COMPACT-38
-    import lakefmt.compaction as compaction_module
-    from lakefmt.compaction.small_inputs import SMALL_INPUT_BYTES, likely_candidates
-
-    small = {"total-data-files": str(MIN_INPUTS), "total-files-size": str(MIN_INPUTS * 30_000)}
-    assert likely_candidates("file", small)
-    assert not likely_candidates("s3", small)
-    assert not likely_candidates("file", {**small, "total-data-files": str(MIN_INPUTS - 1)})
-    assert not likely_candidates("file", {**small, "total-files-size": str(MIN_INPUTS * SMALL_INPUT_BYTES + 1)})
-    assert not likely_candidates("file", {})
-
-    started: list[str] = []
-    monkeypatch.setattr(compaction_module, "start_warm_up", lambda: started.append("warm-up"))
-    t = small_files_table(local_catalog, appends=12, rows=90)
-    before = t.scan().to_arrow()
-    result = t.compaction.run("binpack", min_age_seconds=0)
-    assert started == ["warm-up"] and result.groups_committed == 3
-    assert rows(t.scan().to_arrow()) == rows(before)
-    started.clear()
-    assert t.compaction.run("sort", sort_by=["payload_id"], min_age_seconds=0).groups_failed == 0
-    assert started == []  # a sort reads file by file
+        [t.plan_files()[0].path.rsplit("/", 1)[-1]]  # nothing else of the run is left
