@@ -47,7 +47,10 @@ MIN_AGE_SECONDS = Property(
     "compaction.min-age-seconds", 3600, 0, None,
     "A partition whose newest ingested file is younger than this is still open and is skipped (0: never).")
 MAX_CONCURRENT_GROUPS = Property(
-    "compaction.max-concurrent-groups", 2, 1, 64, "Group rewrites running at once in one process.")
+    "compaction.max-concurrent-groups", 0, 0, 64,
+    "Group rewrites running at once in one process; 0 (the default): 4 for binpack, 2 for sort and zorder.")
+BINPACK_GROUPS_AT_ONCE = 4  # a bin-pack streams: a group holds about a row group of rows (COMPACT-13)
+REORDER_GROUPS_AT_ONCE = 2  # a sort or Z-order group holds up to sort-memory-bytes (COMPACT-36)
 READ_BANDWIDTH_MB_PER_S = Property(
     "compaction.read-bandwidth-mb-per-s", 0, 0, None,
     "Read budget of one compaction run in MB/s (10^6 bytes); 0 means unlimited.")
@@ -96,7 +99,7 @@ class CompactionOptions:
     min_input_files: int = 5
     max_group_size: int = 1 * GiB
     min_age_seconds: float = 3600
-    max_concurrent_groups: int = 2
+    max_concurrent_groups: int = 0  # 0: by strategy (groups_at_once)
     read_mb_per_s: float = 0.0
     quiet_windows: str = ""
     zstd_level: int = 3
@@ -106,6 +109,17 @@ class CompactionOptions:
     sorted_page_size_bytes: int = 64 * 1024
     delete_ratio_threshold: float = 0.3
     sort_memory_bytes: int = 256 * MiB
+
+    def groups_at_once(self, strategy: str) -> int:
+        """Group rewrites a run of ``strategy`` may have running at once (COMPACT-27):
+        ``max_concurrent_groups``, or when it is 0 the strategy's default. A bin-pack streams its
+        rows (COMPACT-13), so a group costs little memory, and more groups at once keep the cores
+        busy when groups are small: with 2, a run of three small partitions rewrote the last one
+        alone on one core. A sort or Z-order group holds up to ``sort_memory_bytes`` (COMPACT-36).
+        """
+        if self.max_concurrent_groups:
+            return self.max_concurrent_groups
+        return BINPACK_GROUPS_AT_ONCE if strategy == "binpack" else REORDER_GROUPS_AT_ONCE
 
     @property
     def small_file_threshold(self) -> int:

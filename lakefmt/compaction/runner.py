@@ -262,11 +262,12 @@ def run_plan(table: Table, plan: CompactionPlan, *, respect_windows: bool = Fals
         return rewrite_group(table.io, task, throttle=pacer, hook=hook, sync=False, encodings=encodings)
 
     # At most max-concurrent-groups rewrites at once (COMPACT-27).
-    pool = ThreadPoolExecutor(max_workers=plan.options.max_concurrent_groups, thread_name_prefix="lakefmt-compact")
+    at_once = plan.options.groups_at_once(plan.strategy)
+    pool = ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="lakefmt-compact")
     committing: list[tuple[Future[RewriteResult], tuple[FileGroup, str]]] = []
 
     def start_partitions() -> None:
-        while queue and len(running) < plan.options.max_concurrent_groups:
+        while queue and len(running) < at_once:
             part = queue.pop(0)
             if should_stop is not None and should_stop():  # COMPACT-31: start nothing more
                 for rest in (part, *queue):

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import lakefmt
 from lakefmt.compaction import RewriteTask, rewrite_group
 from tests.compaction.conftest import small_files_table
-from tests.conftest import rows
+from tests.conftest import downlinks, rows
 
 NUMBERS = pa.schema([pa.field("id", pa.int64()), pa.field("x", pa.float64())])
 
@@ -100,6 +100,48 @@ def test_no_more_group_rewrites_at_once_than_max_concurrent_groups(local_catalog
     assert result.groups_committed == total == state["started"], result.summary()
     assert state["peak"] == 2
     assert rows(t.refresh().scan().to_arrow()) == rows(before)
+
+
+def _peak_rewrites(t, strategy: str, total: int, hold_until: int, **kwargs) -> int:  # type: ignore[no-untyped-def]
+    """The most group rewrites a run had going at once; each is held until ``hold_until`` run at once
+    (or none is left to start): a run allowing more would show them in the peak."""
+    state = {"active": 0, "started": 0, "peak": 0}
+    changed = threading.Condition()
+
+    def rewriter(task: RewriteTask):
+        with changed:
+            state["active"] += 1
+            state["started"] += 1
+            state["peak"] = max(state["peak"], state["active"])
+            changed.notify_all()
+            changed.wait_for(lambda: state["active"] >= hold_until or state["started"] == total, timeout=60)
+        try:
+            return rewrite_group(t.io, task)
+        finally:
+            with changed:
+                state["active"] -= 1
+                changed.notify_all()
+
+    result = t.compaction.run(strategy, min_age_seconds=0, min_input_files=2, engine=rewriter, **kwargs)
+    assert result.groups_committed == total == state["started"], result.summary()
+    return state["peak"]
+
+
+def test_by_default_binpack_runs_four_groups_at_once_and_sort_two(local_catalog):
+    """COMPACT-27: with compaction.max-concurrent-groups unset (0), a bin-pack run has 4 group
+    rewrites going at once, a sort run 2; the rows are unchanged."""
+    t = small_files_table(local_catalog, appends=4, rows=400, partition_by=("payload_id",))
+    assert t.compaction.options().max_concurrent_groups == 0
+    before = t.scan().to_arrow()
+    total = len(t.compaction.plan("binpack", min_age_seconds=0, min_input_files=2).groups)
+    assert total >= 6
+    assert _peak_rewrites(t, "binpack", total, 4) == 4
+    assert rows(t.refresh().scan().to_arrow()) == rows(before)
+    for i in range(4, 8):
+        t.append(downlinks(400, seed=i))
+    total = len(t.compaction.plan("sort", sort_by=["ts"], min_age_seconds=0, min_input_files=2).groups)
+    assert total >= 4
+    assert _peak_rewrites(t, "sort", total, 2, sort_by=["ts"]) == 2
 
 
 def test_an_input_with_other_than_its_record_count_fails_its_group_only(local_catalog):
