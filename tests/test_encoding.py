@@ -221,3 +221,46 @@ def test_a_shared_choice_measures_when_its_rows_together_are_enough():
     shared = SharedChoice(rows=60_000)
     assert shared.choose(first, 3).fast == ("hexish",)
     assert shared.choose(_fast_and_slow_columns(5_000), 3) is shared.choose(first, 3)
+
+
+def test_a_shared_choice_started_early_is_the_one_every_writer_gets(monkeypatch):
+    """WRITE-11, COMPACT-16: a choice started on a thread from the first rows is the choice made
+    from those rows; writers that ask meanwhile wait for it, and its error reaches each of them."""
+    # spec: WRITE-11, COMPACT-16
+    import threading
+
+    from lakefmt import encoding
+    from lakefmt.encoding import SharedChoice
+
+    first = _fast_and_slow_columns(20_000)
+    expected = SharedChoice(rows=60_000).choose(first, 3)
+    release = threading.Event()
+    choose = encoding.choose_encodings
+
+    def held(*args, **kwargs):  # type: ignore[no-untyped-def]
+        assert release.wait(30)
+        return choose(*args, **kwargs)
+
+    monkeypatch.setattr(encoding, "choose_encodings", held)
+    shared = SharedChoice(rows=60_000)
+    shared.start(first, 3)
+    got: list[object] = []
+    waiters = [threading.Thread(target=lambda: got.append(shared.choose(first.slice(0, 18_000), 3)))
+               for _ in range(2)]
+    for w in waiters:
+        w.start()
+    assert not got  # both wait for the choice under way
+    release.set()
+    for w in waiters:
+        w.join(30)
+    assert got == [expected, expected] and got[0] is got[1]
+
+    def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ValueError("no sample")
+
+    monkeypatch.setattr(encoding, "choose_encodings", failing)
+    shared = SharedChoice(rows=60_000)
+    shared.start(first, 3)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="no sample"):
+            shared.choose(first, 3)

@@ -82,7 +82,7 @@ def one_pass_candidate(scheme: str, files: Sequence[DataFile]) -> bool:
 def _batches(paths: list[str], files: Sequence[DataFile], target: pa.Schema, batch_rows: int,
              charge: Callable[[int], None] | None, counts: dict[str, int] | None) -> Iterator[pa.RecordBatch]:
     """The inputs' rows, in order, as batches of ``target`` of about ``batch_rows`` rows: each file
-    read whole into memory and decoded there (one read call, no file object)."""
+    read whole into memory with one read call and decoded there."""
     read: dict[str, int] = {}
     pending: list[pa.Table] = []
     rows = 0
