@@ -77,28 +77,7 @@ def test_no_more_group_rewrites_at_once_than_max_concurrent_groups(local_catalog
     before = t.scan().to_arrow()
     total = len(t.compaction.plan("binpack", min_age_seconds=0, min_input_files=2).groups)
     assert total >= 6
-    state = {"active": 0, "started": 0, "peak": 0}
-    changed = threading.Condition()
-
-    def rewriter(task: RewriteTask):
-        with changed:
-            state["active"] += 1
-            state["started"] += 1
-            state["peak"] = max(state["peak"], state["active"])
-            changed.notify_all()
-            # Hold each rewrite until two run at once (or none is left to start): a third one
-            # allowed to start meanwhile would show in the peak.
-            changed.wait_for(lambda: state["active"] >= 2 or state["started"] == total, timeout=60)
-        try:
-            return rewrite_group(t.io, task)
-        finally:
-            with changed:
-                state["active"] -= 1
-                changed.notify_all()
-
-    result = t.compaction.run("binpack", min_age_seconds=0, min_input_files=2, engine=rewriter)
-    assert result.groups_committed == total == state["started"], result.summary()
-    assert state["peak"] == 2
+    assert _peak_rewrites(t, "binpack", total, 2) == 2
     assert rows(t.refresh().scan().to_arrow()) == rows(before)
 
 
