@@ -271,7 +271,7 @@ class SharedChoice:
         """Begin choosing from ``sample`` on a thread of its own, unless a choice for its schema, size
         class and options is made or under way; :meth:`choose` then waits for it.
 
-        A compaction rewrite starts the run's choice as soon as it has read :data:`SAMPLE_ROWS`
+        A bin-pack rewrite starts the run's choice as soon as it has read :data:`SAMPLE_ROWS`
         rows, the rows the choice is made from anyway, so that it overlaps the rest of the run's
         reading instead of holding up every writer of the run. Measured on the 240 tiny telemetry
         files (4 groups at once, fresh runs alternating, medians of 11): 191 -> 172 ms and 185 -> 170
