@@ -26,6 +26,11 @@ the runs real appends leave (spec/metadata.md META-17): the metadata file holds 
 and one reference per 50 older ones. Only the catalog's commit log and the metadata-log have
 fewer entries. delta-rs history is always built with real appends.
 
+Before each level is measured, the files the build wrote are flushed to disk (``os.sync()``,
+its time recorded as ``flush_s``): building 1,000 commits writes thousands of files, which the
+kernel would otherwise write back ~30 seconds later, during the measurement, queueing lakefmt's
+fsyncs (delta-rs makes none) behind them on the same disk.
+
 ``--fsync-cost`` measures only what durability costs (spec/commits.md COMMIT-20): appends of 10
 and of 10,000 rows at 10 prior commits, with fsync and without (``FileIO.fsync = False``),
 alternating; the median of ``--fsync-samples`` of each.
@@ -41,6 +46,7 @@ Results: benchmarks/results/append-<UTC time>.json
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -232,11 +238,14 @@ def bench_dataset(ds: Dataset, args: argparse.Namespace, root: Path) -> dict[str
         while with_delta and delta_commits(with_delta) < level:
             delta_append(with_delta, delta_stream.batch(SMALL))
         built = time.perf_counter() - started
+        flush_started = time.perf_counter()
+        os.sync()  # the build's writeback must not fall into the measurement (module docstring)
+        flushed = time.perf_counter() - flush_started
         t = cat.load_table(f"bench.{ds.name}")  # a fresh handle, as a new writer would have
         sizes = [LARGE, SMALL] if level == args.levels[0] else [SMALL]
         for rows in sizes:
             r = measure_level(t, lake_stream, with_delta, delta_stream, rows, args.samples)
-            r.update(level=level, build_s=built, load_average=loadavg())
+            r.update(level=level, build_s=built, flush_s=flushed, load_average=loadavg())
             levels.append(r)
             vs = (f", delta-rs {ms(r['delta']['median_s'])} ms: {r['ratio']:.2f}x wall, "
                   f"{r['cpu_ratio']:.2f}x CPU" if "delta" in r else "")
