@@ -280,23 +280,24 @@ class CatalogSession:
         version, or None when nothing was swapped.
 
         With ``lease_token``, the write lease protecting the commit's files (COMMIT-19) must
-        also be live and its own: the swap's ``UPDATE`` checks it, so that the lease and the
-        pointer are read in one statement. None then means that the pointer moved or that
-        the lease was lost; the caller tells which from :meth:`table_row`.
+        also be live and its own: the transaction reads it after the ``UPDATE`` and rolls the
+        swap back if it is not (sessions are exclusive, CAT-6, so nothing changes between the two
+        statements). None then means that the pointer moved or that the lease was lost; the caller
+        tells which from :meth:`table_row`. The lease is read in a statement of its own because an
+        ``EXISTS`` in the ``UPDATE`` cost more than both (DuckDB 2.0.1, a 10-row append's swap:
+        4.9 ms against 2.5 + 1.0 ms).
         """
         now = utcnow()
-        lease = ("" if lease_token is None else
-                 " AND EXISTS (SELECT 1 FROM leases l WHERE l.table_uuid = tables.table_uuid AND l.kind = 'write' "
-                 "AND l.lease_key = ? AND l.owner = ? AND l.expires_at > ?)")
-        params: list[Any] = [new, now, namespace, name, expected]
-        if lease_token is not None:
-            params += [lease_token, lease_token, time.time()]
         self.con.execute("BEGIN TRANSACTION")
         try:
             changed = self.con.execute(
                 "UPDATE tables SET metadata_location = ?, version = version + 1, updated_at = ? "
-                "WHERE namespace = ? AND name = ? AND metadata_location = ?" + lease + " RETURNING table_uuid, version",
-                params).fetchall()
+                "WHERE namespace = ? AND name = ? AND metadata_location = ? RETURNING table_uuid, version",
+                [new, now, namespace, name, expected]).fetchall()
+            if len(changed) == 1 and lease_token is not None and not self.con.execute(
+                    "SELECT 1 FROM leases WHERE table_uuid = ? AND kind = 'write' AND lease_key = ? AND owner = ? "
+                    "AND expires_at > ?", [changed[0][0], lease_token, lease_token, time.time()]).fetchall():
+                changed = []  # the write lease lapsed or was taken: nothing is swapped (COMMIT-19)
             if len(changed) != 1:
                 self.con.execute("ROLLBACK")
                 return None

@@ -149,3 +149,56 @@ def test_a_large_file_starts_its_fsync_when_closed(tmp_path, monkeypatch):
     io.sync()
     assert calls.count(f"{tmp_path}/large.bin") == 1 and calls.count(f"{tmp_path}/small.bin") == 1
     assert str(tmp_path) in calls  # and the folder that gained them
+
+
+def test_start_sync_returns_before_the_fsyncs_end_and_sync_waits_for_them(tmp_path, monkeypatch):
+    """COMMIT-20: ``start_sync`` hands the fsyncs to threads and returns; the next ``sync`` returns only once
+    they are done (a commit overlaps them with taking the catalog lock and calls ``sync`` before its swap)."""
+    from lakefmt import io as io_module
+    from lakefmt.io import FileIO
+
+    release, done = threading.Event(), []
+    fsync_path = io_module.fsync_path
+
+    def blocked(path: str):  # type: ignore[no-untyped-def]
+        assert release.wait(30)
+        done.append(path)
+        return fsync_path(path)
+
+    monkeypatch.setattr(io_module, "fsync_path", blocked)
+    io = FileIO(str(tmp_path))
+    with io.open_output(f"{tmp_path}/small.bin") as f:
+        f.write(b"x" * 100)
+    io.start_sync()
+    assert done == []  # returned while the fsyncs wait
+    waiter = threading.Thread(target=io.sync)
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive(), "sync returned before the started fsyncs ended"
+    release.set()
+    waiter.join(30)
+    assert not waiter.is_alive() and sorted(done) == sorted([f"{tmp_path}/small.bin", str(tmp_path)])
+
+
+def test_a_failed_fsync_fails_the_commit_and_leaves_the_table_as_it_was(table, monkeypatch):
+    """COMMIT-20: an fsync that fails while the commit takes the catalog lock fails the commit before its swap;
+    the files the commit wrote are deleted (COMMIT-21) and the table still reads its old rows."""
+    from lakefmt import io as io_module
+
+    table.append(pa.table({"id": [1], "part": ["a"]}, schema=SCHEMA))
+    before, location = all_files(table), table.metadata_location
+    fsync_path = io_module.fsync_path
+
+    def failing(path: str):  # type: ignore[no-untyped-def]
+        if path.endswith(".metadata.json"):
+            return OSError(5, "Input/output error")
+        return fsync_path(path)
+
+    monkeypatch.setattr(io_module, "fsync_path", failing)
+    with pytest.raises(OSError, match="fsync of .*metadata.json failed"):
+        table.append(pa.table({"id": [2], "part": ["b"]}, schema=SCHEMA))
+    monkeypatch.setattr(io_module, "fsync_path", fsync_path)
+    fresh = table.catalog.load_table("durable.t")
+    assert fresh.metadata_location == location
+    assert fresh.scan().to_arrow().column("id").to_pylist() == [1]
+    assert all_files(fresh) == before
