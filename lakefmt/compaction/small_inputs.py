@@ -4,10 +4,7 @@ Opening a Parquet file costs pyarrow about 300 us before the first row (the file
 object, the footer, the schema, a reader), as much as decoding a small file's rows:
 for a group of tiny inputs that setup is most of the rewrite. :func:`read_small_inputs`
 reads each input whole with one read call and decodes it from memory, and hands on the
-rows of several inputs at once, batch by batch (``binpack`` still streams, COMPACT-13). A
-batch is the inputs' arrays as decoded, one chunk per input, never copied into one: the
-Parquet writer takes chunked columns at the same cost, and combining the chunks cost a copy
-of the group's rows (1.3-1.7 ms of CPU for an 80-file telemetry group, plus fresh memory).
+rows of several inputs at once, batch by batch (``binpack`` still streams, COMPACT-13).
 
 The pass is taken only when it reads exactly what the per-file reader would
 (COMPACT-12, COMPACT-33), else None is returned and the caller reads file by file:
@@ -55,8 +52,8 @@ class OnePassError(CorruptMetadataError):
 
 def read_small_inputs(io: FileIO, location: str, schema: Schema, files: Sequence[DataFile], *, batch_rows: int,
                       charge: Callable[[int], None] | None = None, counts: dict[str, int] | None = None
-                      ) -> Iterator[pa.Table] | None:
-    """The rows of ``files`` as tables of ``schema``, read in one pass; None when the pass
+                      ) -> Iterator[pa.RecordBatch] | None:
+    """The rows of ``files`` as batches of ``schema``, read in one pass; None when the pass
     does not apply (see the module docstring) and the caller must read file by file.
 
     ``charge(nbytes)`` is called with each file's size before the pass reads it (COMPACT-25);
@@ -83,10 +80,9 @@ def one_pass_candidate(scheme: str, files: Sequence[DataFile]) -> bool:
 
 
 def _batches(paths: list[str], files: Sequence[DataFile], target: pa.Schema, batch_rows: int,
-             charge: Callable[[int], None] | None, counts: dict[str, int] | None) -> Iterator[pa.Table]:
-    """The inputs' rows, in order, as tables of ``target`` of at least ``batch_rows`` rows (the last
-    one fewer), one chunk per input: each file read whole into memory with one read call and
-    decoded there."""
+             charge: Callable[[int], None] | None, counts: dict[str, int] | None) -> Iterator[pa.RecordBatch]:
+    """The inputs' rows, in order, as batches of ``target`` of about ``batch_rows`` rows: each file
+    read whole into memory with one read call and decoded there."""
     read: dict[str, int] = {}
     pending: list[pa.Table] = []
     rows = 0
@@ -108,12 +104,17 @@ def _batches(paths: list[str], files: Sequence[DataFile], target: pa.Schema, bat
         pending.append(pa.Table.from_arrays(table.columns, schema=target))
         rows += table.num_rows
         if rows >= batch_rows:
-            yield pa.concat_tables(pending)
+            yield from _joined(pending, batch_rows)
             pending, rows = [], 0
-    if pending:
-        yield pa.concat_tables(pending)
+    yield from _joined(pending, batch_rows)
     if counts is not None:
         counts.update(read)
+
+
+def _joined(tables: list[pa.Table], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The rows of ``tables`` (one schema) in batches of up to ``batch_rows``, each of contiguous arrays."""
+    if tables:
+        yield from pa.concat_tables(tables).combine_chunks().to_batches(batch_rows)
 
 
 def _one_pass_type(dtype: pa.DataType) -> bool:
