@@ -245,8 +245,8 @@ class SharedChoice:
     is made once they reach :data:`MEASURE_MIN_ROWS`, however few rows the first file has. A
     file whose first rows are too few to tell (under :data:`MIN_SAMPLE_ROWS`) or to measure
     compression takes only a choice made from as few rows: a small group's choice never stands
-    for a large one's. Thread-safe: a writer that asks while another chooses (or while a choice
-    started by :meth:`start` runs) waits for that choice instead of sampling its own rows. On a
+    for a large one's. Thread-safe: a writer that asks while another chooses waits for that
+    choice instead of sampling its own rows. On a
     run of 3 groups of 20,000 telemetry rows, choosing costs about 5 ms of CPU without the trial,
     13 ms with it, once per run.
 
@@ -264,23 +264,10 @@ class SharedChoice:
     def choose(self, sample: pa.Table, compression_level: int = 3, min_saving: float = MIN_ZSTD_SAVING,
                page_size: int | None = None) -> Encodings:
         """The encodings chosen for the first sample of ``sample``'s schema, size class and options."""
-        return self._choice(sample, compression_level, min_saving, page_size, background=False).result()
+        return self._choice(sample, compression_level, min_saving, page_size).result()
 
-    def start(self, sample: pa.Table, compression_level: int = 3, min_saving: float = MIN_ZSTD_SAVING,
-              page_size: int | None = None) -> None:
-        """Begin choosing from ``sample`` on a thread of its own, unless a choice for its schema, size
-        class and options is made or under way; :meth:`choose` then waits for it.
-
-        A bin-pack rewrite starts the run's choice as soon as it has read :data:`SAMPLE_ROWS`
-        rows, the rows the choice is made from anyway, so that it overlaps the rest of the run's
-        reading instead of holding up every writer of the run. Measured on the 240 tiny telemetry
-        files (4 groups at once, fresh runs alternating, medians of 11): 191 -> 172 ms and 185 -> 170
-        ms wall; artemis 175 -> 170 ms.
-        """
-        self._choice(sample, compression_level, min_saving, page_size, background=True)
-
-    def _choice(self, sample: pa.Table, compression_level: int, min_saving: float, page_size: int | None, *,
-                background: bool) -> Future[Encodings]:
+    def _choice(self, sample: pa.Table, compression_level: int, min_saving: float, page_size: int | None
+                ) -> Future[Encodings]:
         enough = sample.num_rows >= MIN_SAMPLE_ROWS
         measured = enough and worth_measuring(max(sample.num_rows, self.rows), compression_level, min_saving)
         key = (sample.schema, compression_level, min_saving, page_size, enough + measured)
@@ -297,8 +284,5 @@ class SharedChoice:
             except BaseException as exc:  # noqa: BLE001 - handed to every writer waiting for this choice
                 chosen.set_exception(exc)
 
-        if background:
-            threading.Thread(target=choose, name="lakefmt-encodings", daemon=True).start()
-        else:
-            choose()
+        choose()
         return chosen

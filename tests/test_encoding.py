@@ -223,9 +223,9 @@ def test_a_shared_choice_measures_when_its_rows_together_are_enough():
     assert shared.choose(_fast_and_slow_columns(5_000), 3) is shared.choose(first, 3)
 
 
-def test_a_shared_choice_started_early_is_the_one_every_writer_gets(monkeypatch):
-    """WRITE-11, COMPACT-16: a choice started on a thread from the first rows is the choice made
-    from those rows; writers that ask meanwhile wait for it, and its error reaches each of them."""
+def test_writers_asking_while_a_shared_choice_is_made_wait_for_it(monkeypatch):
+    """WRITE-11, COMPACT-16: writers that ask while another writer chooses wait for that choice (made
+    from the first writer's rows) instead of sampling their own; its error reaches each of them."""
     # spec: WRITE-11, COMPACT-16
     import threading
 
@@ -234,33 +234,35 @@ def test_a_shared_choice_started_early_is_the_one_every_writer_gets(monkeypatch)
 
     first = _fast_and_slow_columns(20_000)
     expected = SharedChoice(rows=60_000).choose(first, 3)
-    release = threading.Event()
+    entered, release = threading.Event(), threading.Event()
     choose = encoding.choose_encodings
 
     def held(*args, **kwargs):  # type: ignore[no-untyped-def]
+        entered.set()
         assert release.wait(30)
         return choose(*args, **kwargs)
 
     monkeypatch.setattr(encoding, "choose_encodings", held)
     shared = SharedChoice(rows=60_000)
-    shared.start(first, 3)
     got: list[object] = []
+    chooser = threading.Thread(target=lambda: got.append(shared.choose(first, 3)))
+    chooser.start()
+    assert entered.wait(30)
     waiters = [threading.Thread(target=lambda: got.append(shared.choose(first.slice(0, 18_000), 3)))
                for _ in range(2)]
     for w in waiters:
         w.start()
-    assert not got  # both wait for the choice under way
+    assert not got  # all wait for the choice under way
     release.set()
-    for w in waiters:
+    for w in [chooser, *waiters]:
         w.join(30)
-    assert got == [expected, expected] and got[0] is got[1]
+    assert got == [expected] * 3 and got[0] is got[1] is got[2]
 
     def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise ValueError("no sample")
 
     monkeypatch.setattr(encoding, "choose_encodings", failing)
     shared = SharedChoice(rows=60_000)
-    shared.start(first, 3)
     for _ in range(2):
         with pytest.raises(ValueError, match="no sample"):
             shared.choose(first, 3)

@@ -74,7 +74,7 @@ from lakefmt.compaction.small_inputs import OnePassError, read_small_inputs
 from lakefmt.compaction.spill import gathered, plan_spill, spill_sorted, take_slices
 from lakefmt.compaction.verify import EMPTY, Checksum, RowChecksum, parquet_checksum
 from lakefmt.compaction.zorder import zorder_indices
-from lakefmt.encoding import SAMPLE_ROWS, SharedChoice
+from lakefmt.encoding import SharedChoice
 from lakefmt.errors import ChecksumMismatchError, CompactionError
 from lakefmt.io import FileIO
 from lakefmt.manifest import DataFile
@@ -170,10 +170,8 @@ def _rewrite(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | No
     inputs = RowChecksum(hashing=task.read_back or (task.verify and not binpack))
     written: Concatenated | Hashed = Concatenated(task.group_id) if binpack else Hashed()
     try:
-        # A bin-pack starts the run's encodings choice once it has read the rows it is made from; a
-        # sort or Z-order buffers its rows anyway, and a thread of its own would add to its memory.
         sink = Sink(writer, max(task.write_options.row_group_rows, SINK_ROWS), written if task.verify else None,
-                    encodings, start_early=binpack)
+                    encodings)
         counts: dict[str, int] = {}  # rows read from each input without a vector
         method = _write_rows(io, task, sink, inputs, throttle, counts, one_pass)
         sink.flush()
@@ -205,8 +203,7 @@ def _rewrite(io: FileIO, task: RewriteTask, throttle: Callable[[int], None] | No
 def _write_rows(io: FileIO, task: RewriteTask, sink: Sink, inputs: RowChecksum,
                 throttle: Callable[[int], None] | None, counts: dict[str, int], one_pass: bool) -> Method:
     if task.strategy == "binpack":
-        # Batches of the encodings sample: the run's choice starts once the first group read that many (Sink).
-        batches = read_small_inputs(io, task.location, task.schema, task.files, batch_rows=SAMPLE_ROWS,
+        batches = read_small_inputs(io, task.location, task.schema, task.files, batch_rows=DEFAULT_BATCH_ROWS,
                                     charge=throttle, counts=counts) if one_pass else None  # COMPACT-38
         for batch in batches if batches is not None else _stream(io, task, throttle, DEFAULT_BATCH_ROWS, counts):
             inputs.update(batch)

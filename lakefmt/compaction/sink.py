@@ -13,7 +13,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lakefmt.compaction.verify import EMPTY, Checksum, checksum, holds_parts
-from lakefmt.encoding import SAMPLE_ROWS, SharedChoice
+from lakefmt.encoding import SharedChoice
 from lakefmt.errors import ChecksumMismatchError
 from lakefmt.write import RollingFileWriter, plain_schema
 
@@ -29,17 +29,14 @@ class Sink:
     """
 
     def __init__(self, writer: RollingFileWriter, row_group_rows: int,
-                 check: Concatenated | Hashed | None = None, shared: SharedChoice | None = None, *,
-                 start_early: bool = False) -> None:
+                 check: Concatenated | Hashed | None = None, shared: SharedChoice | None = None) -> None:
         self.writer = writer
-        self.start_early = start_early  # start the shared choice once SAMPLE_ROWS rows are buffered
         self.check = check
         self.shared = shared
         self.flush_rows = max(1, row_group_rows)
         self._parts: list[pa.Table] = []
         self._rows = 0
         self._bytes = 0
-        self._started = False  # this sink's first rows started the shared choice
 
     def write(self, data: pa.Table | pa.RecordBatch) -> None:
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
@@ -50,13 +47,6 @@ class Sink:
         self._bytes += table.nbytes
         if self._rows >= self.flush_rows or self._bytes >= FLUSH_BYTES:
             self.flush()
-        elif self.start_early and self.shared is not None and self.writer.encodings is None \
-                and self._rows >= SAMPLE_ROWS and not self._started:
-            # The run's choice needs only these first rows: it is made while the rewrites read on (WRITE-11).
-            self._started = True
-            options = self.writer.options
-            self.shared.start(concat(self._parts), options.compression_level, options.min_compression_saving,
-                              options.page_size_bytes)
 
     def flush(self) -> None:
         if not self._parts:
