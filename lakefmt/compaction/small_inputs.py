@@ -4,7 +4,10 @@ Opening a Parquet file costs pyarrow about 300 us before the first row (the file
 object, the footer, the schema, a reader), as much as decoding a small file's rows:
 for a group of tiny inputs that setup is most of the rewrite. :func:`read_small_inputs`
 reads each input whole with one read call and decodes it from memory, and hands on the
-rows of several inputs at once, batch by batch (``binpack`` still streams, COMPACT-13).
+rows of several inputs at once, batch by batch (``binpack`` still streams, COMPACT-13). A
+batch's arrays are combined into one copy: handing on each input's arrays as decoded, one chunk
+per input, saved that copy but made the tiny Artemis bin-pack ~9% slower (246-253 against 226
+ms, pyarrow 26): the Parquet writer and the COMPACT-17 check pay per chunk.
 
 The pass is taken only when it reads exactly what the per-file reader would
 (COMPACT-12, COMPACT-33), else None is returned and the caller reads file by file:
