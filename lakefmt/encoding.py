@@ -264,25 +264,18 @@ class SharedChoice:
     def choose(self, sample: pa.Table, compression_level: int = 3, min_saving: float = MIN_ZSTD_SAVING,
                page_size: int | None = None) -> Encodings:
         """The encodings chosen for the first sample of ``sample``'s schema, size class and options."""
-        return self._choice(sample, compression_level, min_saving, page_size).result()
-
-    def _choice(self, sample: pa.Table, compression_level: int, min_saving: float, page_size: int | None
-                ) -> Future[Encodings]:
         enough = sample.num_rows >= MIN_SAMPLE_ROWS
         measured = enough and worth_measuring(max(sample.num_rows, self.rows), compression_level, min_saving)
         key = (sample.schema, compression_level, min_saving, page_size, enough + measured)
         with self._lock:
             chosen = self._chosen.get(key)
-            if chosen is not None:
-                return chosen
-            chosen = self._chosen[key] = Future()
-
-        def choose() -> None:
+            first = chosen is None
+            if first:
+                chosen = self._chosen[key] = Future()
+        if first:  # this writer chooses; the others wait for its result (or its error)
             try:
                 chosen.set_result(choose_encodings(sample, compression_level, min_saving, page_size,
                                                    rows=self.rows if measured else 0))
             except BaseException as exc:  # noqa: BLE001 - handed to every writer waiting for this choice
                 chosen.set_exception(exc)
-
-        choose()
-        return chosen
+        return chosen.result()
