@@ -11,6 +11,7 @@ durable before it (COMMIT-20).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -138,7 +139,13 @@ def commit_table(catalog: Catalog, identifier: tuple[str, str], cached: tuple[Ta
             # may have deleted the cached snapshot's manifests (MAINT-5); an append still commits (ROWDEL-10).
             attempt = None
     for _attempt in range(retries + 1):
-        with catalog.session() as session:
+        with contextlib.ExitStack() as opened:
+            try:
+                session = opened.enter_context(catalog.session())
+            except BaseException:  # no swap was tried (a lock timeout, say): nothing of the attempt stays (COMMIT-21)
+                if attempt is not None:
+                    io.delete_many(attempt.files)
+                raise
             for built_in_session in (False, True):
                 try:
                     if writer_batch is not None and not built_in_session:

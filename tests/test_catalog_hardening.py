@@ -151,6 +151,30 @@ def test_the_catalog_works_again_once_the_holder_is_gone(local_catalog):
     assert rows(local_catalog.load_table("ns.t").scan().to_arrow()) == rows(some_rows(0, 5))
 
 
+def test_an_append_that_cannot_take_the_lock_leaves_no_file_and_the_next_one_commits(tmp_path):
+    """COMMIT-21: the commit's metadata file and manifest list, written before the lock is asked for
+    (their fsyncs started, COMMIT-20), are deleted when the lock times out; the data file too."""
+    warehouse = str(tmp_path / "w")
+    lakefmt.Catalog(warehouse, create=True).create_table("ns.t", SCHEMA).append(some_rows(0, 5))
+    impatient = lakefmt.Catalog(warehouse, lock_timeout=0.5)
+    table = impatient.load_table("ns.t")
+    table.append(some_rows(5, 1))  # takes the handle's write lease: the next append writes before any session
+    before = sorted(str(p.relative_to(warehouse)) for p in Path(warehouse, "ns").rglob("*") if p.is_file())
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, warehouse], cwd=REPO,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        with pytest.raises(lakefmt.CatalogLockTimeoutError, match=f"process {proc.pid}"):
+            table.append(some_rows(6, 2))
+        after = sorted(str(p.relative_to(warehouse)) for p in Path(warehouse, "ns").rglob("*") if p.is_file())
+        assert after == before
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    table.append(some_rows(8, 2))  # the same FileIO: nothing of the failed commit awaits its sync
+    assert rows(lakefmt.Catalog(warehouse).load_table("ns.t").scan().to_arrow()) == \
+        rows(pa.concat_tables([some_rows(0, 6), some_rows(8, 2)]))
+
 def test_a_thread_stuck_in_a_session_bounds_the_other_threads(local_catalog):
     entered, release = threading.Event(), threading.Event()
 
