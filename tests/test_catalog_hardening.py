@@ -175,6 +175,36 @@ def test_an_append_that_cannot_take_the_lock_leaves_no_file_and_the_next_one_com
     assert rows(lakefmt.Catalog(warehouse).load_table("ns.t").scan().to_arrow()) == \
         rows(pa.concat_tables([some_rows(0, 6), some_rows(8, 2)]))
 
+def test_a_compaction_whose_commit_cannot_take_the_lock_leaves_no_file(tmp_path):
+    """COMMIT-21 through compaction: the group's outputs, manifests, manifest list and metadata file
+    are deleted when its commit's session times out on the lock; the table stays as it was."""
+    warehouse = str(tmp_path / "w")
+    table = lakefmt.Catalog(warehouse, create=True, lock_timeout=0.5).create_table(
+        "ns.t", SCHEMA, partition_by=["part"])
+    for start in range(0, 36, 3):
+        table.append(some_rows(start, 3))
+    before = sorted(str(p.relative_to(warehouse)) for p in Path(warehouse, "ns").rglob("*") if p.is_file())
+    holders: list[subprocess.Popen[str]] = []
+
+    def lock_before_commit(point: str, info: dict) -> None:
+        if point == "before-commit" and not holders:
+            holders.append(subprocess.Popen([sys.executable, "-c", HOLDER, warehouse], cwd=REPO,
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+            assert holders[0].stdout is not None and holders[0].stdout.readline().strip() == "locked"
+
+    try:
+        with pytest.raises(lakefmt.CatalogLockTimeoutError):
+            table.compaction.run("binpack", min_age_seconds=0, hook=lock_before_commit)
+        after = sorted(str(p.relative_to(warehouse)) for p in Path(warehouse, "ns").rglob("*") if p.is_file())
+        assert holders and after == before
+    finally:
+        for proc in holders:
+            proc.kill()
+            proc.wait(timeout=60)
+    reopened = lakefmt.Catalog(warehouse).load_table("ns.t")
+    reopened.append(some_rows(36, 3))  # the partition leases the run could not release do not block appends
+    assert rows(reopened.scan().to_arrow()) == rows(some_rows(0, 39))
+
 def test_a_thread_stuck_in_a_session_bounds_the_other_threads(local_catalog):
     entered, release = threading.Event(), threading.Event()
 
