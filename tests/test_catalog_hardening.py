@@ -151,6 +151,11 @@ def test_the_catalog_works_again_once_the_holder_is_gone(local_catalog):
     assert rows(local_catalog.load_table("ns.t").scan().to_arrow()) == rows(some_rows(0, 5))
 
 
+def table_files(warehouse: str) -> list[str]:
+    """Every file under the warehouse's ``ns`` folder (the catalog file lives beside it)."""
+    return sorted(str(p.relative_to(warehouse)) for p in Path(warehouse, "ns").rglob("*") if p.is_file())
+
+
 def test_an_append_that_cannot_take_the_lock_leaves_no_file_and_the_next_one_commits(tmp_path):
     """COMMIT-21: the commit's metadata file and manifest list, written before the lock is asked for
     (their fsyncs started, COMMIT-20), are deleted when the lock times out; the data file too."""
@@ -159,14 +164,14 @@ def test_an_append_that_cannot_take_the_lock_leaves_no_file_and_the_next_one_com
     impatient = lakefmt.Catalog(warehouse, lock_timeout=0.5)
     table = impatient.load_table("ns.t")
     table.append(some_rows(5, 1))  # takes the handle's write lease: the next append writes before any session
-    before = sorted(str(p.relative_to(warehouse)) for p in Path(warehouse, "ns").rglob("*") if p.is_file())
+    before = table_files(warehouse)
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, warehouse], cwd=REPO,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
         with pytest.raises(lakefmt.CatalogLockTimeoutError, match=f"process {proc.pid}"):
             table.append(some_rows(6, 2))
-        after = sorted(str(p.relative_to(warehouse)) for p in Path(warehouse, "ns").rglob("*") if p.is_file())
+        after = table_files(warehouse)
         assert after == before
     finally:
         proc.kill()
@@ -174,6 +179,7 @@ def test_an_append_that_cannot_take_the_lock_leaves_no_file_and_the_next_one_com
     table.append(some_rows(8, 2))  # the same FileIO: nothing of the failed commit awaits its sync
     assert rows(lakefmt.Catalog(warehouse).load_table("ns.t").scan().to_arrow()) == \
         rows(pa.concat_tables([some_rows(0, 6), some_rows(8, 2)]))
+
 
 def test_a_compaction_whose_commit_cannot_take_the_lock_leaves_no_file(tmp_path):
     """COMMIT-21 through compaction: the group's outputs, manifests, manifest list and metadata file
@@ -183,7 +189,7 @@ def test_a_compaction_whose_commit_cannot_take_the_lock_leaves_no_file(tmp_path)
         "ns.t", SCHEMA, partition_by=["part"])
     for start in range(0, 36, 3):
         table.append(some_rows(start, 3))
-    before = sorted(str(p.relative_to(warehouse)) for p in Path(warehouse, "ns").rglob("*") if p.is_file())
+    before = table_files(warehouse)
     holders: list[subprocess.Popen[str]] = []
 
     def lock_before_commit(point: str, info: dict) -> None:
@@ -195,7 +201,7 @@ def test_a_compaction_whose_commit_cannot_take_the_lock_leaves_no_file(tmp_path)
     try:
         with pytest.raises(lakefmt.CatalogLockTimeoutError):
             table.compaction.run("binpack", min_age_seconds=0, hook=lock_before_commit)
-        after = sorted(str(p.relative_to(warehouse)) for p in Path(warehouse, "ns").rglob("*") if p.is_file())
+        after = table_files(warehouse)
         assert holders and after == before
     finally:
         for proc in holders:
@@ -204,6 +210,7 @@ def test_a_compaction_whose_commit_cannot_take_the_lock_leaves_no_file(tmp_path)
     reopened = lakefmt.Catalog(warehouse).load_table("ns.t")
     reopened.append(some_rows(36, 3))  # the partition leases the run could not release do not block appends
     assert rows(reopened.scan().to_arrow()) == rows(some_rows(0, 39))
+
 
 def test_a_thread_stuck_in_a_session_bounds_the_other_threads(local_catalog):
     entered, release = threading.Event(), threading.Event()
