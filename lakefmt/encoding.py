@@ -246,9 +246,8 @@ class SharedChoice:
     file whose first rows are too few to tell (under :data:`MIN_SAMPLE_ROWS`) or to measure
     compression takes only a choice made from as few rows: a small group's choice never stands
     for a large one's. Thread-safe: a writer that asks while another chooses waits for that
-    choice instead of sampling its own rows. On a
-    run of 3 groups of 20,000 telemetry rows, choosing costs about 5 ms of CPU without the trial,
-    13 ms with it, once per run.
+    choice instead of sampling its own rows. On a run of 3 groups of 20,000 telemetry rows,
+    choosing costs about 5 ms of CPU without the trial, 13 ms with it, once per run.
 
     Example:
         >>> shared = SharedChoice(rows=60_000)
