@@ -76,6 +76,15 @@ def test_bench_compaction_smoke(tmp_path: Path) -> None:
     assert tiny["runs"]["lakefmt-binpack"][0]["output_files"] == 3
 
 
+
+def test_ab_compaction_smoke(tmp_path: Path) -> None:
+    result = run_script("ab_compaction.py", tmp_path, "--runs", "1", "--dataset", "artemis",
+                        "--arm", "head=HEAD", "--arm", "tree=worktree:LAKEFMT_AB_SMOKE=1")
+    (one,) = result
+    assert one["dataset"] == "artemis" and one["arms"]["tree"] == {"rev": "worktree", "env": {"LAKEFMT_AB_SMOKE": "1"}}
+    assert set(one["samples"]) == {"head", "tree", "delta-rs"}
+    assert all(len(s) == 1 and s[0][0] > 0 and s[0][1] > 0 for s in one["samples"].values())
+
 @pytest.mark.slow
 def test_bench_deletes_smoke(tmp_path: Path) -> None:
     result = run_script("bench_deletes.py", tmp_path, "--quick", "--dataset", "telemetry", "--delete-windows", "4",
