@@ -163,6 +163,11 @@ class CatalogSession:
                                     [namespace]).fetchall()
         return [f"{ns}.{n}" for ns, n in rows]
 
+    def table_identities(self) -> list[tuple[str, str, str]]:
+        """``(table_uuid, namespace, name)`` of every table (recovery matches folders to them, CAT-21)."""
+        return [(str(u), str(ns), str(n)) for u, ns, n in
+                self.con.execute("SELECT table_uuid, namespace, name FROM tables ORDER BY 2, 3").fetchall()]
+
     def table_row(self, namespace: str, name: str) -> tuple[str, str, int]:
         """``(table_uuid, metadata_location, version)`` of a table, read together (CAT-3, CAT-15, CAT-17)."""
         row = self.con.execute("SELECT table_uuid, metadata_location, version FROM tables "

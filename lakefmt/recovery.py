@@ -102,7 +102,7 @@ def register_found_tables(catalog: Catalog) -> RecoveryReport:
 
 def _registered_uuids(catalog: Catalog) -> list[tuple[str, str, str]]:
     with catalog.session() as s:
-        return s.con.execute("SELECT table_uuid, namespace, name FROM tables").fetchall()
+        return s.table_identities()
 
 
 def _names(catalog: Catalog, found: list[_Found]) -> list[tuple[_Found, bool]]:
