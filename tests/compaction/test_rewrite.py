@@ -272,6 +272,20 @@ def test_parquet_checksum_equals_arrow_checksum_for_every_type(tmp_path):
     assert parquet_checksum(wide_path, table.schema) is None  # decimal(40,4): DuckDB would type it otherwise
 
 
+
+def test_parquet_checksum_reads_columns_whose_names_need_quoting(tmp_path):
+    """COMPACT-17: a column name with quotes, spaces, SQL or a NUL in it is quoted, never run."""
+    from lakefmt.compaction.verify import parquet_checksum
+
+    data = pa.table({'a "quoted" name': [1, 2, 3], "x); DROP TABLE t; --": ["p", "q", None], "sp ace": [1.5, None, 2.5]})
+    path = str(tmp_path / "quoted.parquet")
+    pq.write_table(data, path)
+    assert parquet_checksum(path, data.schema) == checksum(data)
+    assert parquet_checksum(path, data.schema) != checksum(data.slice(1))
+    nul = pa.table({"a\x00b": [1, 2]})
+    pq.write_table(nul, str(tmp_path / "nul.parquet"))
+    assert parquet_checksum(str(tmp_path / "nul.parquet"), nul.schema) == checksum(nul)
+
 def test_high_cardinality_columns_are_written_without_dictionary(local_catalog):
     """COMPACT-16: nearly-unique columns are plain-encoded; columns with few values keep the dictionary."""
     t = small_files_table(local_catalog, appends=4, rows=3000, partition_by=())
