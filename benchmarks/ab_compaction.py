@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -40,6 +41,7 @@ sys.path.insert(0, str(BENCH))
 from bench_compaction import DirState, MiB, build_dataset, loadavg
 from loop_data import DATASETS
 
+LABEL = re.compile(r"[A-Za-z0-9_-]{1,40}")
 # delta-rs's arm: the benchmark's worker as it is.
 DELTA_WORKER = """
 import json, os, sys
@@ -66,7 +68,9 @@ def export(rev: str, into: str) -> str:
     if rev == "worktree":
         shutil.copytree(REPO / "lakefmt", f"{into}/lakefmt", ignore=shutil.ignore_patterns("__pycache__"))
     else:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "lakefmt"], capture_output=True, check=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "lakefmt"], capture_output=True, check=False)
+        if archive.returncode:
+            raise SystemExit(f"--arm: no lakefmt/ at git revision {rev!r}: {archive.stderr.decode().strip()}")
         subprocess.run(["tar", "-x", "-C", into], input=archive.stdout, check=True)
     return into
 
@@ -77,11 +81,8 @@ def run_arm(folder: str, dataset: str, code: str | None, env: dict[str, str]) ->
     spec = {"case": case, "dir": folder, "target": DATASETS[dataset].target_mib * MiB, "dataset": dataset,
             "groups": {}}
     child = dict(os.environ, **env, AB_SPEC=json.dumps(spec), AB_BENCH=str(BENCH), AB_CODE=code or "")
-    if code is None:
-        command = [sys.executable, "-c", DELTA_WORKER]
-    else:
-        command = [sys.executable, "-c", WORKER]
-    proc = subprocess.run(command, capture_output=True, text=True, env=child, check=False)
+    proc = subprocess.run([sys.executable, "-c", DELTA_WORKER if code is None else WORKER], capture_output=True,
+                          text=True, env=child, check=False)
     if proc.returncode:
         raise RuntimeError(f"{case} failed:\n{proc.stderr[-3000:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -92,10 +93,11 @@ def parse_arm(text: str) -> tuple[str, str, dict[str, str]]:
     """``label=rev[:NAME=value,...]`` -> (label, rev, environment)."""
     label, _, rest = text.partition("=")
     rev, _, env_text = rest.partition(":")
-    if not label or not rev:
-        raise SystemExit(f"--arm takes label=rev[:NAME=value,...], got {text!r}")
-    env = dict(item.split("=", 1) for item in env_text.split(",") if item)
-    return label, rev, env
+    items = [item for item in env_text.split(",") if item]
+    if not LABEL.fullmatch(label) or not rev or any("=" not in item for item in items):
+        raise SystemExit(f"--arm takes label=rev[:NAME=value,...] with a label of letters, digits, '-' and '_', "
+                         f"got {text!r}")
+    return label, rev, dict(item.split("=", 1) for item in items)
 
 
 def bench(dataset: str, arms: list[tuple[str, str, dict[str, str]]], codes: dict[str, str], runs: int,
@@ -143,6 +145,8 @@ def main() -> None:
     parser.add_argument("--no-delta", action="store_true", help="lakefmt arms only")
     parser.add_argument("--json", help="write every sample here")
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
     arms = [parse_arm(a) for a in args.arm]
     if len({label for label, _, _ in arms}) != len(arms) or any(label == "delta-rs" for label, _, _ in arms):
         raise SystemExit("arm labels must be distinct and not 'delta-rs'")

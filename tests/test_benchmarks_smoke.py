@@ -85,6 +85,17 @@ def test_ab_compaction_smoke(tmp_path: Path) -> None:
     assert set(one["samples"]) == {"head", "tree", "delta-rs"}
     assert all(len(s) == 1 and s[0][0] > 0 and s[0][1] > 0 for s in one["samples"].values())
 
+
+@pytest.mark.parametrize(("arm", "message"), [
+    ("../up=HEAD", "with a label of letters, digits"),
+    ("a=no-such-revision", "no lakefmt/ at git revision 'no-such-revision'"),
+    ("a=HEAD:NOVALUE", "label=rev[:NAME=value,...]"),
+])
+def test_ab_compaction_refuses_a_bad_arm(arm: str, message: str) -> None:
+    proc = subprocess.run([sys.executable, str(BENCHMARKS / "ab_compaction.py"), "--arm", arm], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode != 0 and message in proc.stderr
+
 @pytest.mark.slow
 def test_bench_deletes_smoke(tmp_path: Path) -> None:
     result = run_script("bench_deletes.py", tmp_path, "--quick", "--dataset", "telemetry", "--delete-windows", "4",
