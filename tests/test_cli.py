@@ -296,6 +296,24 @@ def test_tables_loads_the_catalog_but_not_pandas(loaded: Cli):
     assert modules_after(["--warehouse", str(loaded.warehouse), "tables"]) == {"duckdb", "pyarrow", "fsspec"}
 
 
+
+def test_scan_loads_no_pandas(loaded: Cli):
+    # pyarrow's own conversion of a zoned timestamp (``ts`` here is timestamptz) imports pandas.
+    assert "pandas" not in modules_after(["--warehouse", str(loaded.warehouse), "scan", "artemis.downlinks",
+                                          "--format", "jsonl"])
+
+
+def test_scan_prints_timestamptz_values_as_pyarrow_converts_them():
+    from lakefmt.cli.scan import python_values
+
+    micros = [None, 0, -1, 1_767_225_600_123_456, -62_135_596_800_000_000, 253_402_300_799_999_999]
+    column = pa.array(micros, pa.timestamp("us", tz="UTC"))
+    assert python_values(column) == column.to_pylist()
+    assert [v.isoformat() for v in python_values(column)[1:3]] == ["1970-01-01T00:00:00+00:00",
+                                                                   "1969-12-31T23:59:59.999999+00:00"]
+    naive = pa.array(micros, pa.timestamp("us"))
+    assert python_values(naive) == naive.to_pylist()
+
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path):
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # a child would inherit it and never see Ctrl-C
         pytest.skip("SIGINT is ignored in this process (a background job of a non-interactive shell)")
