@@ -76,7 +76,6 @@ def test_bench_compaction_smoke(tmp_path: Path) -> None:
     assert tiny["runs"]["lakefmt-binpack"][0]["output_files"] == 3
 
 
-
 def test_ab_compaction_smoke(tmp_path: Path) -> None:
     result = run_script("ab_compaction.py", tmp_path, "--runs", "1", "--dataset", "artemis",
                         "--arm", "head=HEAD", "--arm", "tree=worktree:LAKEFMT_AB_SMOKE=1")
@@ -95,6 +94,7 @@ def test_ab_compaction_refuses_a_bad_arm(arm: str, message: str) -> None:
     proc = subprocess.run([sys.executable, str(BENCHMARKS / "ab_compaction.py"), "--arm", arm], cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode != 0 and message in proc.stderr
+
 
 @pytest.mark.slow
 def test_bench_deletes_smoke(tmp_path: Path) -> None:

@@ -296,7 +296,6 @@ def test_tables_loads_the_catalog_but_not_pandas(loaded: Cli):
     assert modules_after(["--warehouse", str(loaded.warehouse), "tables"]) == {"duckdb", "pyarrow", "fsspec"}
 
 
-
 def test_scan_loads_no_pandas(loaded: Cli):
     # pyarrow's own conversion of a zoned timestamp (``ts`` here is timestamptz) imports pandas.
     assert "pandas" not in modules_after(["--warehouse", str(loaded.warehouse), "scan", "artemis.downlinks",
@@ -313,6 +312,7 @@ def test_scan_prints_timestamptz_values_as_pyarrow_converts_them():
                                                                    "1969-12-31T23:59:59.999999+00:00"]
     naive = pa.array(micros, pa.timestamp("us"))
     assert python_values(naive) == naive.to_pylist()
+
 
 def test_ctrl_c_prints_one_line_and_exits_130(tmp_path: Path):
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # a child would inherit it and never see Ctrl-C

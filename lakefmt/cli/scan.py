@@ -9,7 +9,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -19,7 +18,6 @@ from lakefmt.cli.options import CliError, add_command, ms_to_iso, open_catalog, 
 
 TERMINAL_LIMIT = 100  # rows `scan` prints to a terminal without --limit or --all
 UTC_NAMES = frozenset({"UTC", "Etc/UTC", "+00:00"})
-EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 class _Counted:
@@ -55,8 +53,10 @@ def python_values(column: Any) -> list[Any]:
     pyarrow converts a zoned timestamp through pandas, whose import cost 0.15-0.4 s of the scan."""
     dtype = column.type
     if getattr(dtype, "tz", None) in UTC_NAMES and dtype.unit == "us":
-        return [None if v is None else EPOCH_UTC + dt.timedelta(microseconds=v)
-                for v in column.cast("int64").to_pylist()]
+        from lakefmt.conversions import to_python  # loads pyarrow: not at the CLI's start
+        from lakefmt.types import TIMESTAMPTZ
+
+        return [to_python(TIMESTAMPTZ, v) for v in column.cast("int64").to_pylist()]
     return column.to_pylist()  # type: ignore[no-any-return]
 
 

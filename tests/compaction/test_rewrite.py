@@ -272,7 +272,6 @@ def test_parquet_checksum_equals_arrow_checksum_for_every_type(tmp_path):
     assert parquet_checksum(wide_path, table.schema) is None  # decimal(40,4): DuckDB would type it otherwise
 
 
-
 def test_parquet_checksum_reads_columns_whose_names_need_quoting(tmp_path):
     """COMPACT-17: a column name with quotes, spaces, SQL or a NUL in it is quoted, never run."""
     from lakefmt.compaction.verify import parquet_checksum
@@ -285,6 +284,7 @@ def test_parquet_checksum_reads_columns_whose_names_need_quoting(tmp_path):
     nul = pa.table({"a\x00b": [1, 2]})
     pq.write_table(nul, str(tmp_path / "nul.parquet"))
     assert parquet_checksum(str(tmp_path / "nul.parquet"), nul.schema) == checksum(nul)
+
 
 def test_high_cardinality_columns_are_written_without_dictionary(local_catalog):
     """COMPACT-16: nearly-unique columns are plain-encoded; columns with few values keep the dictionary."""
